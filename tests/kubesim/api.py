@@ -1,0 +1,472 @@
+"""The API semantics of one cluster: create, get, list, update, patch, delete and watch, with
+resourceVersion concurrency, dry runs, admission hooks, finalizers, graceful Pod deletion and namespaces.
+The HTTP layer (`server.py`) and the controllers both go through this class, as clients and controllers go
+through a real API server."""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import random
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from . import errors, patching
+from .defaults import apply_defaults
+from .errors import ApiError
+from .resources import Registry, ResourceType
+from .selectors import field_matcher, label_matcher
+from .store import Entry, Event, Store, Watcher
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
+    "application/apply-patch+cbor": "apply",
+}
+
+
+def now_iso(offset_seconds: float = 0) -> str:
+    when = datetime.now(timezone.utc) + timedelta(seconds=offset_seconds)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class RequestContext:
+    """What one request carries besides its body: dry run, warnings to return, who asks."""
+    dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)
+    user: str = "system:admin"
+    field_manager: str | None = None
+    field_validation: str | None = None
+
+
+@dataclass
+class AdmissionRequest:
+    operation: str              # CREATE, UPDATE, DELETE
+    resource: ResourceType
+    subresource: str
+    namespace: str
+    name: str
+    obj: dict | None
+    old: dict | None
+    options: dict
+    context: RequestContext
+
+
+@dataclass
+class ListResult:
+    items: list[Entry]
+    resource_version: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+
+AdmissionHook = Callable[[AdmissionRequest], None]
+SubresourceHandler = Callable[..., Any]
+
+
+class Cluster:
+    """One simulated cluster: its kinds, objects, hooks, subresources, logs and clock."""
+
+    def __init__(self, name: str, registry: Registry, clock, history: int = 50_000):
+        self.name = name
+        self.registry = registry
+        self.store = Store(history=history)
+        self.clock = clock
+        self.admission_hooks: list[AdmissionHook] = []
+        self.subresources: dict[tuple[str, str], SubresourceHandler] = {}
+        self.logs: dict[tuple[str, str, str], list[str]] = {}
+        self.rng = random.Random(name)
+        self.log_lock = threading.Lock()
+
+    @property
+    def lock(self):
+        return self.store.lock
+
+    # ------------------------------------------------------------------------------------- helpers
+    def kind(self, api_version: str, kind: str) -> ResourceType:
+        rt = self.registry.by_kind(api_version, kind)
+        if rt is None:
+            raise errors.ApiError(404, "NotFound", f'no matches for kind "{kind}" in version "{api_version}"')
+        return rt
+
+    def _generate_name(self, prefix: str) -> str:
+        return prefix + "".join(self.rng.choice(_NAME_CHARS) for _ in range(5))
+
+    def _check_namespace(self, rt: ResourceType, namespace: str | None, creating: bool) -> str:
+        if not rt.namespaced:
+            return ""
+        if not namespace:
+            raise errors.bad_request("the server could not find the requested resource: a namespace is required")
+        ns_rt = self.registry.by_key("namespaces")
+        ns_entry = self.store.get("namespaces", "", namespace)
+        if ns_entry is None and ns_rt is not None:
+            raise errors.not_found(ns_rt, namespace)
+        if creating and ns_entry and ns_entry.obj["metadata"].get("deletionTimestamp"):
+            raise ApiError(403, "Forbidden", f'{errors.qualified(rt)} "" is forbidden: unable to create new '
+                           f"content in namespace {namespace} because it is being terminated")
+        return namespace
+
+    def _admit(self, request: AdmissionRequest) -> None:
+        for hook in list(self.admission_hooks):
+            hook(request)
+
+    def _check_type(self, rt: ResourceType, body: dict) -> None:
+        if not isinstance(body, dict):
+            raise errors.bad_request("the body of the request is not a JSON object")
+        api_version, kind = body.get("apiVersion"), body.get("kind")
+        if api_version and api_version != rt.api_version:
+            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the expected "
+                                     f"API version ({rt.api_version})")
+        if kind and kind != rt.kind:
+            raise errors.bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+
+    def _spec_part(self, obj: dict) -> dict:
+        return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+    # ------------------------------------------------------------------------------------- create
+    def create(self, rt: ResourceType, namespace: str | None, body: dict, ctx: RequestContext | None = None,
+               keep_status: bool = False) -> dict:
+        """Create an object. Clients cannot set the status of kinds with a status subresource; scenario
+        loading (keep_status) can."""
+        ctx = ctx or RequestContext()
+        self._check_type(rt, body)
+        obj = copy.deepcopy(body)
+        if not keep_status and "status" in rt.subresources:
+            obj.pop("status", None)
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        meta = obj.setdefault("metadata", {})
+        with self.lock:
+            if rt.namespaced:
+                body_ns = meta.get("namespace")
+                if namespace and body_ns and body_ns != namespace:
+                    raise errors.bad_request("the namespace of the provided object does not match the namespace "
+                                             "sent on the request")
+                namespace = self._check_namespace(rt, namespace or body_ns, creating=True)
+                meta["namespace"] = namespace
+            else:
+                meta.pop("namespace", None)
+                namespace = ""
+            if not meta.get("name"):
+                if not meta.get("generateName"):
+                    raise errors.invalid(rt, rt.kind, "", [("metadata.name", "Required value: name or "
+                                                            "generateName is required")])
+                for _ in range(20):
+                    meta["name"] = self._generate_name(meta["generateName"])
+                    if self.store.get(rt.key, namespace, meta["name"]) is None:
+                        break
+            name = meta["name"]
+            if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
+                raise errors.invalid(rt, rt.kind, name, [(
+                    "metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
+                    "lower case alphanumeric characters, '-' or '.', and must start and end with an "
+                    "alphanumeric character (e.g. 'example.com', regex used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")])
+            if self.store.get(rt.key, namespace, name) is not None:
+                raise errors.already_exists(rt, name)
+            for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+                meta.pop(transient, None)
+            if not (keep_status and meta.get("uid")):   # scenarios may fix UIDs, clients may not
+                meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_iso()
+            if rt.generation:
+                meta["generation"] = 1
+            else:
+                meta.pop("generation", None)
+            apply_defaults(rt.key, obj)
+            self._admit(AdmissionRequest("CREATE", rt, "", namespace, name, obj, None, {}, ctx))
+            if ctx.dry_run:
+                meta["resourceVersion"] = str(self.store.rv)
+                return obj
+            meta["resourceVersion"] = str(self.store.next_rv())
+            self.store.put(rt.key, obj, "ADDED")
+            return copy.deepcopy(obj)
+
+    # ---------------------------------------------------------------------------------------- read
+    def entry(self, rt: ResourceType, namespace: str | None, name: str) -> Entry:
+        entry = self.store.get(rt.key, (namespace or "") if rt.namespaced else "", name)
+        if entry is None:
+            raise errors.not_found(rt, name)
+        return entry
+
+    def get(self, rt: ResourceType, namespace: str | None, name: str) -> dict:
+        return copy.deepcopy(self.entry(rt, namespace, name).obj)
+
+    def find(self, rt: ResourceType, namespace: str | None, name: str) -> dict | None:
+        entry = self.store.get(rt.key, (namespace or "") if rt.namespaced else "", name)
+        return copy.deepcopy(entry.obj) if entry else None
+
+    def list(self, rt: ResourceType, namespace: str | None = None, label_selector: str | None = None,
+             field_selector: str | None = None, limit: int | None = None, continue_token: str | None = None
+             ) -> ListResult:
+        labels = label_matcher(label_selector)
+        fields = field_matcher(field_selector, rt.supported_fields, rt.plural)
+        start = None
+        if continue_token:
+            try:
+                start = json.loads(base64.urlsafe_b64decode(continue_token.encode()))["start"]
+            except (ValueError, KeyError, TypeError):
+                raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                                         "(version meta.k8s.io/v1)") from None
+        with self.lock:
+            rv = self.store.rv
+            rows = self.store.sorted_entries(rt.key, namespace if rt.namespaced else None)
+        items = []
+        for ns, name, entry in rows:
+            if start is not None and [ns, name] <= start:
+                continue
+            if labels(entry.obj) and fields(entry.obj):
+                items.append((ns, name, entry))
+        result = ListResult([e for _, _, e in items], rv)
+        if limit and len(items) > limit:
+            last_ns, last_name, _ = items[limit - 1]
+            result.items = result.items[:limit]
+            result.continue_token = base64.urlsafe_b64encode(
+                json.dumps({"start": [last_ns, last_name], "rv": rv}).encode()).decode()
+            result.remaining = len(items) - limit
+        return result
+
+    # -------------------------------------------------------------------------------------- update
+    def update(self, rt: ResourceType, namespace: str | None, name: str, body: dict,
+               ctx: RequestContext | None = None, subresource: str = "") -> dict:
+        ctx = ctx or RequestContext()
+        self._check_type(rt, body)
+        with self.lock:
+            old = self.entry(rt, namespace, name).obj
+            body_meta = body.get("metadata") or {}
+            if body_meta.get("name") and body_meta["name"] != name:
+                raise errors.bad_request(f"the name of the object ({body_meta['name']}) does not match the name on "
+                                         f"the URL ({name})")
+            wanted_rv = body_meta.get("resourceVersion")
+            if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt, name)
+            new = self._prepare_update(rt, old, body, subresource)
+            return self._commit_update(rt, old, new, ctx, subresource)
+
+    def _prepare_update(self, rt: ResourceType, old: dict, body: dict, subresource: str) -> dict:
+        if subresource == "status":
+            new = copy.deepcopy(old)
+            if "status" in body:
+                new["status"] = copy.deepcopy(body["status"])
+            else:
+                new.pop("status", None)
+            return new
+        new = copy.deepcopy(body)
+        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
+        if "status" in rt.subresources:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        meta, old_meta = new.setdefault("metadata", {}), old["metadata"]
+        for fixed in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                      "namespace", "name", "generation"):
+            if fixed in old_meta:
+                meta[fixed] = old_meta[fixed]
+            else:
+                meta.pop(fixed, None)
+        return new
+
+    def _commit_update(self, rt: ResourceType, old: dict, new: dict, ctx: RequestContext, subresource: str
+                       ) -> dict:
+        meta = new["metadata"]
+        if rt.generation and self._spec_part(new) != self._spec_part(old):
+            meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        self._admit(AdmissionRequest("UPDATE", rt, subresource, meta.get("namespace", ""), meta["name"], new, old,
+                                     {}, ctx))
+        if new == old:
+            return copy.deepcopy(old)   # a no-op write keeps the resourceVersion, as the real server does
+        if ctx.dry_run:
+            return new
+        meta["resourceVersion"] = str(self.store.next_rv())
+        if meta.get("deletionTimestamp") and not self._pending_finalizers(rt, new) and self._may_remove(rt, new):
+            self.store.remove(rt.key, meta.get("namespace", ""), meta["name"], new)
+            return copy.deepcopy(new)
+        self.store.put(rt.key, new, "MODIFIED")
+        return copy.deepcopy(new)
+
+    @staticmethod
+    def _pending_finalizers(rt: ResourceType, obj: dict) -> list[str]:
+        """metadata.finalizers, plus a Namespace's spec.finalizers (the namespace controller's)."""
+        pending = list(obj["metadata"].get("finalizers") or [])
+        if rt.key == "namespaces":
+            pending += list((obj.get("spec") or {}).get("finalizers") or [])
+        return pending
+
+    @staticmethod
+    def _may_remove(rt: ResourceType, obj: dict) -> bool:
+        """A Pod under graceful deletion goes only when its kubelet confirms with grace 0."""
+        return rt.key != "pods" or obj["metadata"].get("deletionGracePeriodSeconds", 0) == 0
+
+    def patch(self, rt: ResourceType, namespace: str | None, name: str, patch_type: str, patch: Any,
+              ctx: RequestContext | None = None, subresource: str = "", force: bool = False) -> dict:
+        ctx = ctx or RequestContext()
+        if patch_type == "strategic" and not rt.builtin:
+            raise errors.unsupported_media_type("application/strategic-merge-patch+json", [
+                "application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"])
+        with self.lock:
+            entry = self.store.get(rt.key, (namespace or "") if rt.namespaced else "", name)
+            if entry is None:
+                if patch_type == "apply":
+                    if not ctx.field_manager:
+                        raise errors.invalid(rt, "PatchOptions", "", [("fieldManager", "Required value: is "
+                                                                       "required for apply patch")])
+                    body = copy.deepcopy(patch)
+                    body.setdefault("metadata", {}).setdefault("name", name)
+                    return self.create(rt, namespace, body, ctx)
+                raise errors.not_found(rt, name)
+            old = entry.obj
+            if patch_type == "merge":
+                patched = patching.json_merge_patch(old, patch)
+            elif patch_type == "json":
+                patched = patching.json_patch(old, patch)
+            elif patch_type == "strategic":
+                patched = patching.strategic_merge_patch(old, patch)
+            elif patch_type == "apply":
+                if not ctx.field_manager:
+                    raise errors.invalid(rt, "PatchOptions", "", [("fieldManager", "Required value: is "
+                                                                   "required for apply patch")])
+                self._check_type(rt, patch)
+                patched = (patching.strategic_merge_patch(old, patch) if rt.builtin
+                           else patching.json_merge_patch(old, patch))
+            else:
+                raise errors.unsupported_media_type(patch_type, list(PATCH_TYPES))
+            if not isinstance(patched, dict):
+                raise errors.bad_request("the patch did not produce an object")
+            wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
+            if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(rt, name)
+            new = self._prepare_update(rt, old, patched, subresource)
+            return self._commit_update(rt, old, new, ctx, subresource)
+
+    # -------------------------------------------------------------------------------------- delete
+    def delete(self, rt: ResourceType, namespace: str | None, name: str, options: dict | None = None,
+               ctx: RequestContext | None = None) -> dict:
+        ctx = ctx or RequestContext()
+        options = options or {}
+        with self.lock:
+            old = self.entry(rt, namespace, name).obj
+            meta = old["metadata"]
+            preconditions = options.get("preconditions") or {}
+            if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
+                raise errors.conflict(rt, name, f"Precondition failed: UID in precondition: {preconditions['uid']}"
+                                      f", UID in object meta: {meta['uid']}")
+            if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta["resourceVersion"]:
+                raise errors.conflict(rt, name, "Precondition failed: ResourceVersion in precondition: "
+                                      f"{preconditions['resourceVersion']}, ResourceVersion in object meta: "
+                                      f"{meta['resourceVersion']}")
+            self._admit(AdmissionRequest("DELETE", rt, "", meta.get("namespace", ""), name, None, old, options, ctx))
+            grace = self._grace_period(rt, old, options)
+            policy = options.get("propagationPolicy") or ("Orphan" if options.get("orphanDependents") else
+                                                          "Background")
+            obj = copy.deepcopy(old)
+            new_meta = obj["metadata"]
+            finalizers = list(new_meta.get("finalizers") or [])
+            if policy == "Foreground" and self.store.dependents(meta["uid"]) and \
+                    "foregroundDeletion" not in finalizers:
+                finalizers.append("foregroundDeletion")
+            if ctx.dry_run:
+                return obj
+            if policy == "Orphan":
+                self._orphan_dependents(meta["uid"])
+            if finalizers:
+                new_meta["finalizers"] = finalizers
+            if meta.get("deletionTimestamp"):
+                current = meta.get("deletionGracePeriodSeconds", 0)
+                if rt.key != "pods" or grace >= current:
+                    if finalizers != list(meta.get("finalizers") or []):
+                        return self._store_modified(rt, obj)
+                    return obj
+            new_meta["deletionTimestamp"] = now_iso(grace if rt.key == "pods" else 0)
+            new_meta["deletionGracePeriodSeconds"] = grace
+            if self._pending_finalizers(rt, obj) or (rt.key == "pods" and grace > 0):
+                return self._store_modified(rt, obj)
+            new_meta["resourceVersion"] = str(self.store.next_rv())
+            self.store.remove(rt.key, new_meta.get("namespace", ""), name, obj)
+            return obj
+
+    def _store_modified(self, rt: ResourceType, obj: dict) -> dict:
+        obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        self.store.put(rt.key, obj, "MODIFIED")
+        return copy.deepcopy(obj)
+
+    @staticmethod
+    def _grace_period(rt: ResourceType, obj: dict, options: dict) -> int:
+        if rt.key != "pods":
+            return 0
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+            return 0
+        grace = options.get("gracePeriodSeconds")
+        if grace is None:
+            grace = spec.get("terminationGracePeriodSeconds", 30)
+        return max(int(grace), 0)
+
+    def _orphan_dependents(self, owner_uid: str) -> None:
+        for key, ns, dep_name in self.store.dependents(owner_uid):
+            entry = self.store.get(key, ns, dep_name)
+            if entry is None:
+                continue
+            dep = copy.deepcopy(entry.obj)
+            refs = [r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid]
+            if refs:
+                dep["metadata"]["ownerReferences"] = refs
+            else:
+                dep["metadata"].pop("ownerReferences", None)
+            dep_rt = self.registry.by_key(key)
+            if dep_rt is not None:
+                self._store_modified(dep_rt, dep)
+
+    def delete_collection(self, rt: ResourceType, namespace: str | None, label_selector: str | None,
+                          field_selector: str | None, options: dict | None, ctx: RequestContext | None = None
+                          ) -> list[dict]:
+        result = self.list(rt, namespace, label_selector, field_selector)
+        deleted = []
+        for entry in result.items:
+            meta = entry.obj["metadata"]
+            try:
+                deleted.append(self.delete(rt, meta.get("namespace"), meta["name"], options, ctx))
+            except ApiError as err:
+                if err.code != 404:
+                    raise
+        return deleted
+
+    # --------------------------------------------------------------------------------------- watch
+    def watch(self, rt: ResourceType, namespace: str | None, label_selector: str | None,
+              field_selector: str | None, resource_version: str | None) -> Watcher:
+        labels = label_matcher(label_selector)
+        fields = field_matcher(field_selector, rt.supported_fields, rt.plural)
+        since = None
+        if resource_version not in (None, "", "0"):
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+        try:
+            return self.store.watch(rt.key, namespace if rt.namespaced else None,
+                                    lambda obj: labels(obj) and fields(obj), since)
+        except LookupError:
+            raise errors.gone(f"too old resource version: {since} ({self.store.compacted_rv})") from None
+
+    # ----------------------------------------------------------------------------------------- logs
+    def append_log(self, namespace: str, pod: str, container: str, lines: list[str] | str) -> None:
+        if isinstance(lines, str):
+            lines = lines.splitlines()
+        with self.log_lock:
+            self.logs.setdefault((namespace, pod, container), []).extend(lines)
+
+    def read_log(self, namespace: str, pod: str, container: str) -> list[str]:
+        with self.log_lock:
+            return list(self.logs.get((namespace, pod, container), []))
+
+    def add_listener(self, listener: Callable[[Event], None]) -> None:
+        self.store.add_listener(listener)

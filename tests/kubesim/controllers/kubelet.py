@@ -1,0 +1,71 @@
+"""What the kubelets of the simulated nodes do to Pods: start a bound Pod (Running, Ready), and finish a
+graceful deletion when its grace period (scaled by the scenario's timeScale) is over."""
+from __future__ import annotations
+
+import copy
+
+from ..api import now_iso
+from ..errors import ApiError
+from ..store import ADDED, MODIFIED, Event
+from . import Controller
+
+
+class Kubelet(Controller):
+    keys = ("pods",)
+
+    def __init__(self, cluster):
+        super().__init__(cluster)
+        self._terminating: set[tuple[str, str, str]] = set()
+        self._pod_ips = 0
+
+    def on_event(self, event: Event) -> None:
+        pod = event.obj
+        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        if event.type not in (ADDED, MODIFIED):
+            return
+        if meta.get("deletionTimestamp"):
+            self._schedule_removal(pod)
+        elif spec.get("nodeName") and not (meta.get("annotations") or {}).get("kubesim.io/hold-pending") and (
+                status.get("phase", "Pending") == "Pending" or
+                (status.get("phase") == "Running" and "containerStatuses" not in status)):
+            self._start(pod)
+
+    def _start(self, pod: dict) -> None:
+        rt = self.cluster.registry.by_key("pods")
+        self._pod_ips += 1
+        started = copy.deepcopy(pod)
+        now = now_iso()
+        status = started.setdefault("status", {})
+        status.update({
+            "phase": "Running", "startTime": now, "hostIP": "192.0.2.1",
+            "podIP": status.get("podIP") or f"10.244.{(self._pod_ips // 250) % 250}.{self._pod_ips % 250 + 2}",
+            "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
+                           for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
+                                     "PodScheduled")],
+            "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "started": True,
+                                   "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                                  for c in (started.get("spec") or {}).get("containers") or []],
+        })
+        try:
+            self.cluster.update(rt, pod["metadata"]["namespace"], pod["metadata"]["name"], started,
+                                subresource="status")
+        except ApiError:
+            pass
+
+    def _schedule_removal(self, pod: dict) -> None:
+        meta = pod["metadata"]
+        ident = (meta["namespace"], meta["name"], meta["uid"])
+        if ident in self._terminating:
+            return
+        self._terminating.add(ident)
+        grace = meta.get("deletionGracePeriodSeconds", 0)
+        self.manager.after_simulated(grace, lambda: self._remove(ident))
+
+    def _remove(self, ident: tuple[str, str, str]) -> None:
+        self._terminating.discard(ident)
+        namespace, name, uid = ident
+        rt = self.cluster.registry.by_key("pods")
+        try:
+            self.cluster.delete(rt, namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
+        except ApiError:
+            pass

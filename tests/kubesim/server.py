@@ -1,0 +1,454 @@
+"""The HTTP layer: Kubernetes REST paths for several clusters on one port, content negotiation (JSON,
+Table, protobuf request bodies), watch streams, warnings, faults, and the `/_kubesim/` admin endpoint.
+
+Cluster routing: `/clusters/<name>/...` addresses a cluster by name; paths without that prefix address the
+default cluster (`workload`)."""
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
+
+from . import discovery, errors, openapi, tables
+from .api import PATCH_TYPES, Cluster, RequestContext
+from .errors import ApiError
+from .faults import Faults
+from .resources import ResourceType
+from .store import BOOKMARK, DELETED, ERROR, encode
+
+JSON = "application/json"
+
+
+class Route:
+    """What a Kubernetes resource request addresses."""
+
+    def __init__(self, rt: ResourceType, namespace: str | None, name: str | None, sub: str):
+        self.rt, self.namespace, self.name, self.sub = rt, namespace, name, sub
+
+    @property
+    def resource(self) -> str:
+        return f"{self.rt.plural}/{self.sub}" if self.sub else self.rt.plural
+
+
+class KubeSimServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, clusters: dict[str, Cluster], version: dict, faults: Faults | None = None,
+                 default_cluster: str = "workload", info: dict | None = None, managers: dict | None = None,
+                 verbose: bool = False):
+        self.clusters = clusters
+        self.version = version
+        self.faults = faults or Faults()
+        self.default_cluster = default_cluster if default_cluster in clusters else next(iter(clusters))
+        self.info = info or {}
+        self.managers = managers or {}
+        self.verbose = verbose
+        self.stopping = threading.Event()
+        self.bookmark_interval = 5.0
+        super().__init__(address, Handler)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def cluster_url(self, name: str) -> str:
+        return self.url if name == self.default_cluster else f"{self.url}/clusters/{name}"
+
+    def shutdown_all(self) -> None:
+        self.stopping.set()
+        for cluster in self.clusters.values():
+            cluster.store.stop_all_watches()
+        self.shutdown()
+        self.server_close()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: KubeSimServer
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        if self.server.verbose:
+            sys.stderr.write("kubesim: " + (fmt % args) + "\n")
+
+    def do_GET(self): self._dispatch("GET")
+    def do_POST(self): self._dispatch("POST")
+    def do_PUT(self): self._dispatch("PUT")
+    def do_PATCH(self): self._dispatch("PATCH")
+    def do_DELETE(self): self._dispatch("DELETE")
+
+    # ------------------------------------------------------------------------------------ plumbing
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send(self, code: int, body: bytes, content_type: str = JSON, headers: dict | None = None,
+              warnings: list[str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-cache, private")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        for warning in (warnings or []) + getattr(self, "_injected_warnings", []):
+            self.send_header("Warning", '299 - "' + warning.replace('"', '\\"') + '"')
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _send_json(self, code: int, obj: Any, warnings: list[str] | None = None, headers: dict | None = None):
+        self._send(code, encode(obj), JSON, headers, warnings)
+
+    def _send_error(self, err: ApiError, warnings: list[str] | None = None) -> None:
+        self._send_json(err.code, err.status(), warnings, err.headers)
+
+    def _dispatch(self, method: str) -> None:
+        self._injected_warnings: list[str] = []
+        url = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        path = unquote(url.path)
+        body = self._read_body()
+        try:
+            if path.startswith("/_kubesim/") or path == "/_kubesim":
+                self._admin(method, path, query, body)
+                return
+            cluster_name = self.server.default_cluster
+            if path.startswith("/clusters/"):
+                parts = path.split("/", 3)
+                cluster_name = parts[2]
+                path = "/" + (parts[3] if len(parts) > 3 else "")
+            cluster = self.server.clusters.get(cluster_name)
+            if cluster is None:
+                raise errors.page_not_found()
+            self._kube(cluster, method, path, query, body)
+        except ApiError as err:
+            self._send_error(err)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:  # keep serving; report as the API server would
+            import traceback
+            traceback.print_exc()
+            self._send_error(ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
+
+    # -------------------------------------------------------------------------------- kubernetes
+    def _kube(self, cluster: Cluster, method: str, path: str, query: dict, body: bytes) -> None:
+        route = self._route(cluster, path)
+        verb = self._verb(method, route, query) if route else method.lower()
+        resource = route.resource if route else path
+        faults = self.server.faults
+        faults.count(cluster.name, verb, resource)
+        action = faults.decide({"cluster": cluster.name, "verb": verb, "resource": resource,
+                                "namespace": route.namespace if route else None,
+                                "name": route.name if route else None})
+        if action is not None:
+            self._injected_warnings = list(action.warnings)
+            if action.latency:
+                time.sleep(action.latency)
+            if action.drop:
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+            if action.status:
+                headers = {"Retry-After": str(action.retry_after)} if action.retry_after is not None else None
+                details = {"retryAfterSeconds": action.retry_after} if action.retry_after is not None else None
+                raise ApiError(action.status, action.reason or "InternalError", action.message or "", details,
+                               headers)
+        if route is None:
+            self._nonresource(cluster, method, path)
+            return
+        self._resource(cluster, method, route, verb, query, body)
+
+    def _route(self, cluster: Cluster, path: str) -> Route | None:
+        segs = [s for s in path.split("/") if s]
+        if len(segs) >= 3 and segs[0] == "api":
+            group, version, rest = "", segs[1], segs[2:]
+        elif len(segs) >= 4 and segs[0] == "apis":
+            group, version, rest = segs[1], segs[2], segs[3:]
+        else:
+            return None
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            candidate = cluster.registry.lookup(group, version, rest[2])
+            if candidate is not None and candidate.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        rt = cluster.registry.lookup(group, version, rest[0])
+        if rt is None or len(rest) > 3:
+            raise errors.page_not_found()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else ""
+        if sub and sub not in rt.subresources:
+            raise errors.page_not_found()
+        return Route(rt, namespace, name, sub)
+
+    @staticmethod
+    def _verb(method: str, route: Route, query: dict) -> str:
+        if method == "GET":
+            if route.name:
+                return "get"
+            return "watch" if query.get("watch") in ("true", "1") else "list"
+        return {"POST": "create", "PUT": "update", "PATCH": "patch",
+                "DELETE": "delete" if route.name else "deletecollection"}.get(method, method.lower())
+
+    def _nonresource(self, cluster: Cluster, method: str, path: str) -> None:
+        if method != "GET":
+            raise errors.method_not_allowed()
+        registry = cluster.registry
+        path = path.rstrip("/") or "/"
+        doc: Any = None
+        if path == "/version":
+            doc = discovery.version_info(self.server.version)
+        elif path == "/api":
+            doc = discovery.api_versions(self.server.cluster_url(cluster.name).split("//", 1)[1])
+        elif path == "/apis":
+            doc = discovery.api_group_list(registry)
+        elif path.startswith("/api/"):
+            doc = discovery.resource_list(registry, "", path.split("/")[2]) if path.count("/") == 2 else None
+        elif path.startswith("/apis/"):
+            parts = path.split("/")[2:]
+            doc = (discovery.api_group(registry, parts[0]) if len(parts) == 1 else
+                   discovery.resource_list(registry, parts[0], parts[1]) if len(parts) == 2 else None)
+        elif path == "/openapi/v3":
+            doc = openapi.root(registry)
+        elif path.startswith("/openapi/v3/"):
+            doc = openapi.group_version_document(registry, path[len("/openapi/v3/"):])
+        elif path in ("/healthz", "/livez", "/readyz"):
+            self._send(200, b"ok", "text/plain; charset=utf-8")
+            return
+        if doc is None:
+            raise errors.page_not_found()
+        self._send_json(200, doc)
+
+    # --------------------------------------------------------------------------------- resources
+    def _context(self, query: dict) -> RequestContext:
+        dry_run = query.get("dryRun")
+        if dry_run not in (None, "", "All"):
+            raise errors.bad_request(f'Invalid value: "{dry_run}": supported values: "All"')
+        return RequestContext(dry_run=dry_run == "All", field_manager=query.get("fieldManager"),
+                              field_validation=query.get("fieldValidation"))
+
+    def _decode(self, body: bytes, content_type: str) -> Any:
+        content_type = (content_type or JSON).split(";")[0].strip().lower()
+        if not body:
+            return None
+        try:
+            if content_type == "application/vnd.kubernetes.protobuf":
+                from . import protobuf
+                return protobuf.decode_object(body)
+            if content_type.endswith("yaml"):
+                return yaml.safe_load(body)
+            return json.loads(body)
+        except ImportError:
+            raise errors.unsupported_media_type(content_type, [JSON]) from None
+        except ValueError as exc:
+            raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from None
+
+    def _wants_table(self) -> bool:
+        accept = self.headers.get("Accept") or ""
+        first = accept.split(",")[0]
+        return "as=Table" in first
+
+    def _resource(self, cluster: Cluster, method: str, route: Route, verb: str, query: dict, body: bytes) -> None:
+        rt, ns, name, sub = route.rt, route.namespace, route.name, route.sub
+        content_type = self.headers.get("Content-Type") or JSON
+        if rt.namespaced is False and ns:
+            raise errors.page_not_found()
+        handler = cluster.subresources.get((rt.key, sub)) if sub else None
+        if sub == "log" and handler and method == "GET":
+            self._send(200, handler(cluster, ns, name, query).encode(), "text/plain")
+            return
+        if sub == "eviction" and handler and method == "POST":
+            ctx = self._context(query)
+            result = handler(cluster, ns, name, self._decode(body, content_type) or {}, ctx)
+            self._send_json(201, result, ctx.warnings)
+            return
+        if sub and sub != "status" and not handler:
+            raise errors.method_not_allowed()
+        if verb == "list":
+            self._list(cluster, route, query)
+        elif verb == "watch":
+            self._watch(cluster, route, query)
+        elif verb == "get":
+            self._object(200, cluster.entry(rt, ns, name).obj, rt, query, [])
+        elif verb == "create":
+            if sub or name:
+                raise errors.method_not_allowed()
+            ctx = self._context(query)
+            obj = cluster.create(rt, ns, self._decode(body, content_type) or {}, ctx)
+            self._object(201, obj, rt, query, ctx.warnings)
+        elif verb == "update":
+            ctx = self._context(query)
+            obj = cluster.update(rt, ns, name, self._decode(body, content_type) or {}, ctx, sub)
+            self._object(200, obj, rt, query, ctx.warnings)
+        elif verb == "patch":
+            ctx = self._context(query)
+            patch_type = PATCH_TYPES.get(content_type.split(";")[0].strip().lower())
+            if patch_type is None:
+                raise errors.unsupported_media_type(content_type, list(PATCH_TYPES))
+            patch = self._decode(body, "application/yaml" if patch_type == "apply" else JSON)
+            existed = cluster.store.get(rt.key, (ns or "") if rt.namespaced else "", name) is not None
+            obj = cluster.patch(rt, ns, name, patch_type, patch, ctx, sub, force=query.get("force") == "true")
+            self._object(200 if existed or patch_type != "apply" else 201, obj, rt, query, ctx.warnings)
+        elif verb == "delete":
+            ctx = self._context(query)
+            options = self._delete_options(body, content_type, query)
+            obj = cluster.delete(rt, ns, name, options, ctx)
+            self._object(200, obj, rt, query, ctx.warnings)
+        elif verb == "deletecollection":
+            ctx = self._context(query)
+            options = self._delete_options(body, content_type, query)
+            items = cluster.delete_collection(rt, ns, query.get("labelSelector"), query.get("fieldSelector"),
+                                              options, ctx)
+            self._send_json(200, {"kind": rt.list_kind, "apiVersion": rt.api_version,
+                                  "metadata": {"resourceVersion": str(cluster.store.rv)}, "items": items},
+                            ctx.warnings)
+        else:
+            raise errors.method_not_allowed()
+
+    def _delete_options(self, body: bytes, content_type: str, query: dict) -> dict:
+        options = self._decode(body, content_type) or {}
+        if "gracePeriodSeconds" in query:
+            options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+        if "propagationPolicy" in query:
+            options["propagationPolicy"] = query["propagationPolicy"]
+        return options
+
+    def _object(self, code: int, obj: dict, rt: ResourceType, query: dict, warnings: list[str]) -> None:
+        if self._wants_table() and obj.get("kind") == rt.kind:
+            doc = tables.table(rt, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
+                               query.get("includeObject", "Metadata"))
+            self._send_json(code, doc, warnings)
+        else:
+            self._send_json(code, obj, warnings)
+
+    def _list(self, cluster: Cluster, route: Route, query: dict) -> None:
+        rt = route.rt
+        limit = int(query["limit"]) if query.get("limit") else None
+        result = cluster.list(rt, route.namespace, query.get("labelSelector"), query.get("fieldSelector"),
+                              limit, query.get("continue"))
+        metadata: dict[str, Any] = {"resourceVersion": str(result.resource_version)}
+        if result.continue_token:
+            metadata["continue"] = result.continue_token
+            metadata["remainingItemCount"] = result.remaining
+        if self._wants_table():
+            doc = tables.table(rt, (e.obj for e in result.items), metadata, query.get("includeObject", "Metadata"))
+            self._send_json(200, doc)
+            return
+        head = encode({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": metadata})[:-1]
+        payload = head + b',"items":[' + b",".join(e.raw for e in result.items) + b"]}"
+        self._send(200, payload)
+
+    # ------------------------------------------------------------------------------------- watch
+    def _watch(self, cluster: Cluster, route: Route, query: dict) -> None:
+        rt = route.rt
+        table = self._wants_table()
+        include = query.get("includeObject", "Metadata")
+        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        self.send_response(200)
+        self.send_header("Content-Type", JSON)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.end_headers()
+        try:
+            watcher = cluster.watch(rt, route.namespace, query.get("labelSelector"), query.get("fieldSelector"),
+                                    query.get("resourceVersion"))
+        except ApiError as err:
+            self._chunk(encode({"type": ERROR, "object": err.status()}) + b"\n")
+            self._chunk(b"")
+            return
+        deadline = time.monotonic() + timeout if timeout else None
+        first_table = True
+        last_bookmark = time.monotonic()
+        try:
+            while not self.server.stopping.is_set():
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                wait = min(0.5, deadline - now) if deadline is not None else 0.5
+                try:
+                    event = watcher.events.get(timeout=max(wait, 0.01))
+                except queue.Empty:
+                    if bookmarks and time.monotonic() - last_bookmark >= self.server.bookmark_interval:
+                        last_bookmark = time.monotonic()
+                        mark = {"kind": rt.kind, "apiVersion": rt.api_version,
+                                "metadata": {"resourceVersion": str(cluster.store.rv)}}
+                        self._chunk(encode({"type": BOOKMARK, "object": mark}) + b"\n")
+                    continue
+                if event is None:
+                    break
+                obj: Any = event.obj
+                if table:
+                    obj = tables.table(rt, [event.obj], {"resourceVersion": str(event.rv)}, include,
+                                       with_columns=first_table)
+                    first_table = False
+                elif event.type == DELETED or event.obj["metadata"].get("resourceVersion") != str(event.rv):
+                    obj = dict(event.obj, metadata=dict(event.obj["metadata"], resourceVersion=str(event.rv)))
+                self._chunk(encode({"type": event.type, "object": obj}) + b"\n")
+            self._chunk(b"")
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+        finally:
+            cluster.store.stop_watch(watcher)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    # ------------------------------------------------------------------------------------- admin
+    def _admin(self, method: str, path: str, query: dict, body: bytes) -> None:
+        server, faults = self.server, self.server.faults
+        parts = [p for p in path.split("/") if p][1:]
+        topic = parts[0] if parts else ""
+        data = json.loads(body) if body else {}
+        if topic == "healthz":
+            self._send_json(200, {"ok": True})
+        elif topic == "info":
+            self._send_json(200, {**server.info, "url": server.url,
+                                  "clusters": {n: server.cluster_url(n) for n in server.clusters}})
+        elif topic == "counters":
+            if method == "DELETE" or (method == "POST" and parts[1:2] == ["reset"]):
+                faults.reset_counters()
+                self._send_json(200, {"reset": True})
+            else:
+                self._send_json(200, faults.counter_report(query.get("cluster")))
+        elif topic == "faults":
+            if method == "POST":
+                try:
+                    rule = faults.add(data)
+                except (ValueError, TypeError) as exc:
+                    raise errors.bad_request(str(exc)) from None
+                self._send_json(201, rule.as_dict())
+            elif method == "DELETE":
+                removed = faults.remove(int(parts[1]) if len(parts) > 1 else None)
+                self._send_json(200, {"removed": removed})
+            else:
+                self._send_json(200, {"faults": faults.rules()})
+        elif topic == "compact" and method == "POST":
+            cluster = server.clusters.get(query.get("cluster", server.default_cluster))
+            if cluster is None:
+                raise errors.page_not_found()
+            self._send_json(200, {"compactedResourceVersion": str(cluster.store.compact())})
+        elif topic == "settle":
+            timeout = float(query.get("timeout", 10))
+            idle = all(m.wait_idle(timeout) for m in server.managers.values())
+            self._send_json(200 if idle else 504, {"idle": idle})
+        elif topic == "logs" and method == "POST":
+            cluster = server.clusters.get(data.get("cluster", server.default_cluster))
+            if cluster is None:
+                raise errors.page_not_found()
+            cluster.append_log(data["namespace"], data["pod"], data.get("container", ""), data.get("lines", []))
+            self._send_json(200, {"appended": len(data.get("lines", []))})
+        else:
+            raise errors.page_not_found()
