@@ -55,7 +55,7 @@ class KubeSim:
                 env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         command = ["kubectl", *(["--context", context] if context else []), *args]
         result = subprocess.run(command, input=input, capture_output=True, text=True, timeout=timeout,
-                                env={**self.env, **(env or {})})
+                                env={**self.env, **(env or {})}, check=False)
         if check and result.returncode != 0:
             raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
         return result

@@ -153,8 +153,8 @@ def test_patch_merge_json_and_strategic(two_workers):
     sim = two_workers
     sim.kubectl("create", "-f", "-", input=json.dumps({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "patchme", "namespace": "default"},
-        "spec": {"nodeName": "worker-b", "containers": [{"name": "a", "image": "img:1"},
-                                                          {"name": "b", "image": "img:1"}]}}))
+        "spec": {"nodeName": "worker-b",
+                 "containers": [{"name": "a", "image": "img:1"}, {"name": "b", "image": "img:1"}]}}))
     sim.kubectl("patch", "pod", "patchme", "-n", "default", "--type=merge",
                 "-p", '{"metadata":{"labels":{"tier":"gold"}}}')
     sim.kubectl("patch", "pod", "patchme", "-n", "default", "--type=json",

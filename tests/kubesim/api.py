@@ -99,7 +99,7 @@ class Cluster:
         return rt
 
     def _generate_name(self, prefix: str) -> str:
-        return prefix + "".join(self.rng.choice(_NAME_CHARS) for _ in range(5))
+        return prefix + "".join(self.rng.choice(_NAME_CHARS) for _index in range(5))
 
     def _check_namespace(self, rt: ResourceType, namespace: str | None, creating: bool) -> str:
         if not rt.namespaced:
@@ -159,7 +159,7 @@ class Cluster:
                 if not meta.get("generateName"):
                     raise errors.invalid(rt, rt.kind, "", [("metadata.name", "Required value: name or "
                                                             "generateName is required")])
-                for _ in range(20):
+                for _attempt in range(20):
                     meta["name"] = self._generate_name(meta["generateName"])
                     if self.store.get(rt.key, namespace, meta["name"]) is None:
                         break
@@ -225,9 +225,9 @@ class Cluster:
                 continue
             if labels(entry.obj) and fields(entry.obj):
                 items.append((ns, name, entry))
-        result = ListResult([e for _, _, e in items], rv)
+        result = ListResult([row[2] for row in items], rv)
         if limit and len(items) > limit:
-            last_ns, last_name, _ = items[limit - 1]
+            last_ns, last_name = items[limit - 1][:2]
             result.items = result.items[:limit]
             result.continue_token = base64.urlsafe_b64encode(
                 json.dumps({"start": [last_ns, last_name], "rv": rv}).encode()).decode()

@@ -49,8 +49,8 @@ def _resource(rt: ResourceType) -> dict:
 
 def _subresource(rt: ResourceType, sub: str) -> dict:
     kinds = {"eviction": ("policy", "v1", "Eviction", ["create"]), "log": ("", "", "Pod", ["get"]),
-             "binding": ("", "", "Binding", ["create"]), "scale": ("autoscaling", "v1", "Scale",
-                                                                  ["get", "patch", "update"]),
+             "binding": ("", "", "Binding", ["create"]),
+             "scale": ("autoscaling", "v1", "Scale", ["get", "patch", "update"]),
              "finalize": ("", "", rt.kind, ["update"])}
     group, version, kind, verbs = kinds.get(sub, ("", "", rt.kind, ["get", "patch", "update"]))
     entry = {"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced, "kind": kind,

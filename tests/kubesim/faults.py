@@ -56,8 +56,8 @@ class FaultRule:
 
     def as_dict(self) -> dict:
         data = {"id": self.id, "fired": self.fired}
-        for name in _FIELDS + ("status", "reason", "message", "latency", "drop", "warning", "rate", "count",
-                                "seed"):
+        shown = ("status", "reason", "message", "latency", "drop", "warning", "rate", "count", "seed")
+        for name in _FIELDS + shown:
             value = getattr(self, name)
             if value not in (None, False, 0.0) or name in ("status",) and value:
                 data[name] = value
@@ -116,6 +116,14 @@ class Faults:
         rate = spec.get("rate")
         if rate is not None and not 0 <= float(rate) <= 1:
             raise ValueError("rate must be between 0 and 1")
+        # Reject values that would otherwise only fail later, inside a request that the rule matches.
+        for key, low, high in (("status", 100, 599), ("count", 1, None), ("retryAfter", 0, None)):
+            value = spec.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low or
+                                      (high is not None and value > high)):
+                raise ValueError(f"{key} must be an integer >= {low}" + (f" and <= {high}" if high else ""))
+        if not isinstance(spec.get("latency") or 0, (int, float)) or float(spec.get("latency") or 0) < 0:
+            raise ValueError("latency must be a number of seconds >= 0")
         with self._lock:
             rule = FaultRule(id=next(self._ids), **{k: spec.get(k) for k in _FIELDS},
                              status=spec.get("status"), reason=spec.get("reason"), message=spec.get("message"),

@@ -6,6 +6,7 @@ import random
 import uuid
 from typing import Any
 
+_LAUNCHER_EMPTY_DIRS = ("private", "public", "sockets", "ephemeral-disks", "container-disks", "hotplug-disks")
 _KNOWN = {"nodes", "vms", "namespace", "namespaces", "seed", "nodeCpu", "nodeMemoryGi", "vmMemoryMi",
           "evictionStrategy", "labels"}
 
@@ -62,7 +63,7 @@ def _vmi(name: str, namespace: str, node: str, uid: str, spec: dict) -> dict:
 
 
 def _launcher(name: str, namespace: str, node: str, uid: str, spec: dict, rng: random.Random) -> dict:
-    suffix = "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+    suffix = "".join(rng.choice("bcdfghjklmnpqrstvwxz2456789") for _index in range(5))
     memory = int(spec.get("vmMemoryMi", 512)) + 270
     labels = {"kubevirt.io": "virt-launcher", "kubevirt.io/created-by": uid, "kubevirt.io/vm": name,
               **(spec.get("labels") or {})}
@@ -76,9 +77,7 @@ def _launcher(name: str, namespace: str, node: str, uid: str, spec: dict, rng: r
             "spec": {"nodeName": node,
                      "containers": [{"name": "compute", "image": "virt-launcher",
                                      "resources": {"requests": {"cpu": "100m", "memory": f"{memory}Mi"}}}],
-                     "volumes": [{"name": v, "emptyDir": {}} for v in ("private", "public", "sockets",
-                                                                     "ephemeral-disks", "container-disks",
-                                                                     "hotplug-disks")]},
+                     "volumes": [{"name": v, "emptyDir": {}} for v in _LAUNCHER_EMPTY_DIRS]},
             "status": {"phase": "Running", "podIP": "10.0.0.1",
                        "conditions": [{"type": "Ready", "status": "True"}],
                        "containerStatuses": [{"name": "compute", "ready": True, "restartCount": 0,

@@ -220,7 +220,7 @@ def _smp_list(target: list, patch: list, path: tuple[str, ...]) -> list:
 
 
 def _apply_order(items: list, order: list, path: tuple[str, ...]) -> list:
-    _, key = merge_key(path)
+    key = merge_key(path)[1]
 
     def ident(item: Any) -> Any:
         return item.get(key) if key and isinstance(item, dict) else (

@@ -417,7 +417,7 @@ def _parse_schema(text: str) -> tuple[dict[str, _Message], dict[tuple[str, str],
         if not line.strip():
             continue
         if line.startswith("["):
-            header, _, kinds = line[1:].partition("]")
+            header, _sep, kinds = line[1:].partition("]")
             section, *api_version = header.split()
             kind_names += [(api_version[0], k, f"{section}.{k}") for k in kinds.replace("kinds:", "").split()]
         elif line.startswith(" "):
@@ -525,7 +525,7 @@ def _text(raw, where: str) -> str:
 
 
 def _builtin(type_: str, buf: bytes, where: str):
-    parts = {number: value for number, _, value in _wire_fields(buf, where)}
+    parts = {number: value for number, _wire, value in _wire_fields(buf, where)}
     if type_ == "Quantity":  # {1: string}
         return _text(parts.get(1, b""), where) or "0"
     if type_ == "IntOrString":  # {1: type, 2: intVal, 3: strVal}

@@ -314,7 +314,7 @@ class Registry:
         return self._by_path.get((group, version, plural))
 
     def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        group, _, version = api_version.rpartition("/")
+        group, _sep, version = api_version.rpartition("/")
         return self._by_kind.get((group, version, kind))
 
     def by_key(self, key: str) -> ResourceType | None:

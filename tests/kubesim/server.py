@@ -74,17 +74,29 @@ class KubeSimServer(ThreadingHTTPServer):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes; with Nagle on, a keep-alive client's delayed ACK adds
+    # ~40 ms to every response.
+    disable_nagle_algorithm = True
     server: KubeSimServer
 
     def log_message(self, fmt: str, *args: Any) -> None:
         if self.server.verbose:
             sys.stderr.write("kubesim: " + (fmt % args) + "\n")
 
-    def do_GET(self): self._dispatch("GET")
-    def do_POST(self): self._dispatch("POST")
-    def do_PUT(self): self._dispatch("PUT")
-    def do_PATCH(self): self._dispatch("PATCH")
-    def do_DELETE(self): self._dispatch("DELETE")
+    def do_GET(self):  # noqa: N802 (the names BaseHTTPRequestHandler looks up)
+        self._dispatch("GET")
+
+    def do_POST(self):  # noqa: N802
+        self._dispatch("POST")
+
+    def do_PUT(self):  # noqa: N802
+        self._dispatch("PUT")
+
+    def do_PATCH(self):  # noqa: N802
+        self._dispatch("PATCH")
+
+    def do_DELETE(self):  # noqa: N802
+        self._dispatch("DELETE")
 
     # ------------------------------------------------------------------------------------ plumbing
     def _read_body(self) -> bytes:
@@ -143,7 +155,7 @@ class Handler(BaseHTTPRequestHandler):
     def _kube(self, cluster: Cluster, method: str, path: str, query: dict, body: bytes) -> None:
         route = self._route(cluster, path)
         verb = self._verb(method, route, query) if route else method.lower()
-        resource = route.resource if route else path
+        resource = route.resource if route else (path.rstrip("/") or "/")   # `/version/` counts as `/version`
         faults = self.server.faults
         faults.count(cluster.name, verb, resource)
         action = faults.decide({"cluster": cluster.name, "verb": verb, "resource": resource,
@@ -411,7 +423,10 @@ class Handler(BaseHTTPRequestHandler):
         server, faults = self.server, self.server.faults
         parts = [p for p in path.split("/") if p][1:]
         topic = parts[0] if parts else ""
-        data = json.loads(body) if body else {}
+        try:
+            data = json.loads(body) if body else {}
+        except ValueError as exc:
+            raise errors.bad_request(f"the admin request body is not JSON: {exc}") from None
         if topic == "healthz":
             self._send_json(200, {"ok": True})
         elif topic == "info":

@@ -12,7 +12,7 @@ def evict(cluster: Cluster, namespace: str, name: str, body: dict, ctx: RequestC
     if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction"):
         raise bad_request("the body of the request is not an Eviction")
     if (body.get("metadata") or {}).get("name") not in (None, name):
-        raise bad_request(f"name in URL does not match name in Eviction object")
+        raise bad_request("name in URL does not match name in Eviction object")
     with cluster.lock:
         pod = cluster.store.get("pods", namespace, name)
         if pod is None:

@@ -105,7 +105,7 @@ class ControllerManager:
             with self._timer_lock:
                 if not self._timers or self._timers[0][0] > time.monotonic():
                     return
-                _, _, action = heapq.heappop(self._timers)
+                action = heapq.heappop(self._timers)[2]
             self._guard(action)
 
     @staticmethod

@@ -42,8 +42,8 @@ class Kubelet(Controller):
             "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
                            for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
                                      "PodScheduled")],
-            "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True, "started": True,
-                                   "restartCount": 0, "state": {"running": {"startedAt": now}}}
+            "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "ready": True, "started": True,
+                                   "imageID": "", "restartCount": 0, "state": {"running": {"startedAt": now}}}
                                   for c in (started.get("spec") or {}).get("containers") or []],
         })
         try:

@@ -40,7 +40,7 @@ class NamespaceController(Controller):
                     except ApiError:
                         pass
         # The last object to go sends a DELETED event that brings us back here.
-        if not any(True for rt in cluster.registry.types if rt.namespaced for _ in cluster.store.entries(rt.key, name)):
+        if not any(next(cluster.store.entries(rt.key, name), None) for rt in cluster.registry.types if rt.namespaced):
             final = copy.deepcopy(cluster.store.get("namespaces", "", name).obj)
             final.setdefault("spec", {})["finalizers"] = []
             final["metadata"]["finalizers"] = []

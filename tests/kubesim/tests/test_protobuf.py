@@ -226,7 +226,7 @@ def test_token_request_has_no_dry_run_but_decodes():
 # --- hand-built bodies ------------------------------------------------------------------------------------
 
 def test_unknown_kind_yields_only_metadata():
-    _, raw = unwrap(body("configmap"))
+    raw = unwrap(body("configmap"))[1]
     obj = decode_object(envelope("example.com/v1", "Widget", raw))
     assert obj == {"apiVersion": "example.com/v1", "kind": "Widget",
                    "metadata": {"name": "cm1", "namespace": "default"}}
@@ -235,7 +235,7 @@ def test_unknown_kind_yields_only_metadata():
 
 
 def test_unknown_fields_are_skipped():
-    _, raw = unwrap(body("configmap"))
+    raw = unwrap(body("configmap"))[1]
     extra = (field(99, 7) + field(98, b"\x01\x02") + varint(97 << 3 | 1) + b"12345678"
              + varint(96 << 3 | 5) + b"1234")
     assert decode_object(envelope("v1", "ConfigMap", raw + extra)) == decoded("configmap")
@@ -255,8 +255,8 @@ def test_time_negative_ints_packed_repeated_and_managed_fields():
                                                  "fieldsV1": {"f:data": {}}}]
     assert obj["spec"]["securityContext"] == {"supplementalGroups": [5, 6, 7], "runAsUser": 0}
     assert obj["spec"]["terminationGracePeriodSeconds"] == 0
-    prio = decode_object(envelope("scheduling.k8s.io/v1", "PriorityClass", msg(field(1, msg(field(1, "n"))),
-                                                                                field(2, -5))))
+    prio_body = msg(field(1, msg(field(1, "n"))), field(2, -5))
+    prio = decode_object(envelope("scheduling.k8s.io/v1", "PriorityClass", prio_body))
     assert prio["value"] == -5
 
 

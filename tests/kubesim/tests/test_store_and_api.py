@@ -121,7 +121,7 @@ def test_watch_replays_from_a_resource_version_and_410_after_compaction(cluster)
     cluster.create(cms, "default", cm("w1"))
     cluster.patch(cms, "default", "w1", "merge", {"data": {"a": "b"}})
     watcher = cluster.watch(cms, "default", None, None, str(start))
-    events = [watcher.events.get_nowait() for _ in range(2)]
+    events = [watcher.events.get_nowait() for _index in range(2)]
     assert [e.type for e in events] == ["ADDED", "MODIFIED"]
     cluster.store.compact()
     with pytest.raises(ApiError) as err:
@@ -135,7 +135,7 @@ def test_watch_with_selector_sees_objects_enter_and_leave(cluster):
     watcher = cluster.watch(cms, "default", "team=a", None, str(cluster.store.rv))
     cluster.patch(cms, "default", "sel", "merge", {"metadata": {"labels": {"team": "a"}}})
     cluster.patch(cms, "default", "sel", "merge", {"metadata": {"labels": {"team": "b"}}})
-    assert [watcher.events.get_nowait().type for _ in range(2)] == ["ADDED", "DELETED"]
+    assert [watcher.events.get_nowait().type for _index in range(2)] == ["ADDED", "DELETED"]
 
 
 def test_history_is_bounded_and_compacts_itself(cluster):

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The main job, run by `make demo`. For now: start the simulator with the two-worker scenario, show the
+# cluster with the real kubectl, stop the simulator. Later this becomes the full rebalance procedure.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}"
+
+SCENARIO="${DEMO_SCENARIO:-rebalance-two-workers}"
+STATE="${ROOT}/.cache/demo"
+KUBECONFIG_FILE="${STATE}/kubeconfig"
+READY_TIMEOUT="${DEMO_READY_TIMEOUT:-60}"
+KUBESIM="${ROOT}/tests/kubesim/kubesim"
+
+say() { printf '\n--> %s\n' "$*"; }
+die() { printf 'demo: error: %s\n' "$*" >&2; exit 1; }
+
+[[ -x "${KUBESIM}" ]] || die "${KUBESIM#"${ROOT}/"} is missing or not executable"
+command -v kubectl >/dev/null || die "kubectl is not on PATH"
+
+mkdir -p "${STATE}"
+rm -f "${KUBECONFIG_FILE}" "${STATE}/kubesim.out"
+
+say "starting the simulator: kubesim serve --scenario ${SCENARIO}"
+"${KUBESIM}" serve --scenario "${SCENARIO}" --kubeconfig "${KUBECONFIG_FILE}" \
+    >"${STATE}/kubesim.out" 2>"${STATE}/kubesim.log" &
+SIM_PID=$!
+
+stop_simulator() {
+    if kill -0 "${SIM_PID}" 2>/dev/null; then
+        kill -TERM "${SIM_PID}" 2>/dev/null || true
+        wait "${SIM_PID}" 2>/dev/null || true
+    fi
+}
+trap stop_simulator EXIT
+trap 'exit 130' INT TERM
+
+# The simulator prints exactly one line `ready <url>` on stdout once it accepts requests.
+URL=""
+deadline=$((SECONDS + READY_TIMEOUT))
+while [[ -z "${URL}" ]]; do
+    if ! kill -0 "${SIM_PID}" 2>/dev/null; then
+        wait "${SIM_PID}" && rc=0 || rc=$?
+        tail -n 20 "${STATE}/kubesim.log" >&2 || true
+        die "the simulator exited (code ${rc}) before it was ready; log: ${STATE#"${ROOT}/"}/kubesim.log"
+    fi
+    ((SECONDS < deadline)) || die "the simulator was not ready within ${READY_TIMEOUT}s; log: ${STATE#"${ROOT}/"}/kubesim.log"
+    URL="$(sed -n 's/^ready \(.*\)$/\1/p' "${STATE}/kubesim.out" | head -n 1)"
+    [[ -n "${URL}" ]] || sleep 0.1
+done
+echo "simulator ready at ${URL}; kubeconfig ${KUBECONFIG_FILE#"${ROOT}/"}"
+
+say "kubectl --kubeconfig ${KUBECONFIG_FILE#"${ROOT}/"} get nodes -o wide"
+kubectl --kubeconfig "${KUBECONFIG_FILE}" get nodes -o wide
+
+say "kubectl --kubeconfig ${KUBECONFIG_FILE#"${ROOT}/"} get pods -A"
+kubectl --kubeconfig "${KUBECONFIG_FILE}" get pods -A
+
+say "stopping the simulator"
+stop_simulator
+trap - EXIT
+echo "demo: done"

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Run every test tier that exists, keep going when one fails, print a per-tier table and one summary
+# line `test-suite: N passed, N failed` (N counts tiers), and exit non-zero when any tier failed.
+#
+#   scripts/run-tests.sh                 all tiers
+#   scripts/run-tests.sh unit sanity     only the named tiers
+#
+# Tiers: unit, integration, kubesim (pytest), sanity (ansible-test), lint (ansible-lint), molecule.
+# A tier with nothing to run (no test files, no scenarios) is reported as "no tests" and counts
+# neither as passed nor as failed. A pytest tier that has test files but collects none fails.
+# Expects the environment `make` sets up (scripts/bootstrap.sh, PATH with .venv/bin,
+# ANSIBLE_COLLECTIONS_PATH); `make test` is the way to call it.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${ROOT}" || exit 2
+
+ALL_TIERS=(unit integration kubesim sanity lint molecule)
+SANITY_PYTHON="3.12"
+SANITY_TREE="${ROOT}/.cache/sanity/ansible_collections/kubevirt_ops/rebalance"
+
+declare -a RESULT_TIER=() RESULT_STATE=() RESULT_SECONDS=() RESULT_NOTE=()
+
+banner() { printf '\n===== %s =====\n' "$*"; }
+
+record() {  # tier state seconds note
+    RESULT_TIER+=("$1"); RESULT_STATE+=("$2"); RESULT_SECONDS+=("$3"); RESULT_NOTE+=("$4")
+}
+
+has_test_files() {
+    [[ -d "$1" ]] && [[ -n "$(find "$1" -name __pycache__ -prune -o -type f \( -name 'test_*.py' -o -name '*_test.py' \) -print -quit)" ]]
+}
+
+# ---- pytest tiers -----------------------------------------------------------------------------
+pytest_tier() {  # tier directory
+    local tier="$1" dir="$2" start rc
+    if [[ ! -d "${dir}" ]]; then
+        record "${tier}" "no tests" 0 "${dir} does not exist yet"
+        return
+    fi
+    if ! has_test_files "${dir}"; then
+        record "${tier}" "no tests" 0 "${dir} has no test_*.py or *_test.py files"
+        return
+    fi
+    banner "${tier}: pytest ${dir}"
+    start=${SECONDS}
+    python -m pytest "${dir}"
+    rc=$?
+    case ${rc} in
+        0) record "${tier}" passed $((SECONDS - start)) "${dir}" ;;
+        5) record "${tier}" failed $((SECONDS - start)) "${dir} has test files but pytest collected no tests" ;;
+        *) record "${tier}" failed $((SECONDS - start)) "pytest exit code ${rc}" ;;
+    esac
+}
+
+# ---- ansible-test sanity ----------------------------------------------------------------------
+# ansible-test needs the collection at a real .../ansible_collections/<namespace>/<name> path (it
+# resolves symlinks), so it runs on a copy of the files git knows about (tracked, plus untracked ones
+# that are not ignored), next to kubernetes.core. The copy keeps tests/output between runs and is a git
+# repository of its own (never committed to), so that ansible-test lists its files with git rather
+# than with the checkout's repository, in which the whole copy is ignored.
+sync_sanity_tree() {
+    local path
+    mkdir -p "${SANITY_TREE}/tests"
+    find "${SANITY_TREE}" -mindepth 1 -maxdepth 1 ! -name tests ! -name .git -exec rm -rf {} +
+    find "${SANITY_TREE}/tests" -mindepth 1 -maxdepth 1 ! -name output -exec rm -rf {} +
+    git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' path; do
+        [[ -e "${path}" || -L "${path}" ]] && printf '%s\0' "${path}"
+    done | tar --null --no-recursion -T - -cf - | tar -xf - -C "${SANITY_TREE}"
+    [[ -d "${SANITY_TREE}/.git" ]] || git -C "${SANITY_TREE}" init --quiet
+    ln -sfn "${ROOT}/.collections/ansible_collections/kubernetes" "${SANITY_TREE}/../../kubernetes"
+}
+
+# ansible-test bootstraps pip in each sanity venv with a get-pip.py it downloads from
+# ci-files.testing.ansible.com unless a copy is cached; provide an offline stand-in there.
+install_get_pip_standin() {
+    local version cache marker='kubevirt_ops.rebalance get-pip stand-in'
+    version="$(python - <<'EOF'
+import types
+from ansible_test._internal.python_requirements import get_venv_packages
+print(get_venv_packages(types.SimpleNamespace(version="3.12"))["pip"])
+EOF
+)" || return 1
+    cache="${HOME}/.ansible/test/cache/get_pip_${version//./_}.py"
+    if [[ -f "${cache}" ]] && ! grep -q "${marker}" "${cache}"; then
+        return 0  # a real get-pip.py is cached: use it
+    fi
+    mkdir -p "${cache%/*}"
+    cmp -s "${ROOT}/scripts/get_pip_standin.py" "${cache}" || cp "${ROOT}/scripts/get_pip_standin.py" "${cache}"
+}
+
+sanity_tier() {
+    local start rc
+    banner "sanity: ansible-test sanity --venv --python ${SANITY_PYTHON}"
+    start=${SECONDS}
+    if ! { sync_sanity_tree && install_get_pip_standin; }; then
+        record sanity failed $((SECONDS - start)) "could not prepare the sanity tree"
+        return
+    fi
+    (cd "${SANITY_TREE}" && ansible-test sanity --venv --python "${SANITY_PYTHON}" --color no)
+    rc=$?
+    if ((rc == 0)); then
+        record sanity passed $((SECONDS - start)) "ansible-test sanity"
+    else
+        record sanity failed $((SECONDS - start)) "exit code ${rc}; details in ${SANITY_TREE#"${ROOT}/"}/tests/output"
+    fi
+}
+
+# ---- ansible-lint -----------------------------------------------------------------------------
+lint_tier() {
+    local start rc
+    banner "lint: ansible-lint --profile production"
+    start=${SECONDS}
+    ansible-lint --profile production
+    rc=$?
+    if ((rc == 0)); then
+        record lint passed $((SECONDS - start)) "ansible-lint --profile production"
+    else
+        record lint failed $((SECONDS - start)) "exit code ${rc}"
+    fi
+}
+
+# ---- molecule ---------------------------------------------------------------------------------
+molecule_tier() {
+    local start rc scenarios
+    scenarios="$(find extensions/molecule -mindepth 2 -name molecule.yml 2>/dev/null | wc -l)"
+    if ((scenarios == 0)); then
+        record molecule "no tests" 0 "no scenarios under extensions/molecule"
+        return
+    fi
+    # From the collection root molecule works in collection mode: scenarios from
+    # extensions/molecule/**/molecule.yml, each merged over extensions/molecule/config.yml (prerun: false).
+    banner "molecule: molecule test --all (${scenarios} scenarios)"
+    start=${SECONDS}
+    molecule test --all
+    rc=$?
+    if ((rc == 0)); then
+        record molecule passed $((SECONDS - start)) "${scenarios} scenarios"
+    else
+        record molecule failed $((SECONDS - start)) "exit code ${rc}"
+    fi
+}
+
+run_tier() {
+    case "$1" in
+        unit) pytest_tier unit tests/unit ;;
+        integration) pytest_tier integration tests/integration ;;
+        kubesim) pytest_tier kubesim tests/kubesim/tests ;;
+        sanity) sanity_tier ;;
+        lint) lint_tier ;;
+        molecule) molecule_tier ;;
+        *) printf 'run-tests: unknown tier %s (known: %s)\n' "$1" "${ALL_TIERS[*]}" >&2; exit 2 ;;
+    esac
+}
+
+main() {
+    local tier i passed=0 failed=0
+    local -a tiers=("$@")
+    ((${#tiers[@]})) || tiers=("${ALL_TIERS[@]}")
+    for tier in "${tiers[@]}"; do
+        run_tier "${tier}"
+    done
+
+    printf '\n%-12s %-9s %6s  %s\n' tier result time note
+    for i in "${!RESULT_TIER[@]}"; do
+        printf '%-12s %-9s %5ss  %s\n' "${RESULT_TIER[i]}" "${RESULT_STATE[i]}" "${RESULT_SECONDS[i]}" "${RESULT_NOTE[i]}"
+        case "${RESULT_STATE[i]}" in
+            passed) passed=$((passed + 1)) ;;
+            failed) failed=$((failed + 1)) ;;
+        esac
+    done
+    printf 'test-suite: %d passed, %d failed\n' "${passed}" "${failed}"
+    ((failed == 0))
+}
+
+main "$@"
