@@ -43,7 +43,7 @@ class RequestContext:
     """What one request carries besides its body: dry run, warnings to return, who asks."""
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
-    user: str = "system:admin"
+    user: str = "system:kube-controller-manager"   # controllers; the HTTP layer sets the caller
     field_manager: str | None = None
     field_validation: str | None = None
 
@@ -82,6 +82,10 @@ class Cluster:
         self.store = Store(history=history)
         self.clock = clock
         self.admission_hooks: list[AdmissionHook] = []
+        self.eviction_guards: list[AdmissionHook] = []   # checks inside the eviction REST (PDBs), after admission
+        # What runs inside containers: a program is called with each Pod the kubelet starts and returns True
+        # when it takes the Pod over (it then ends it with controllers.kubelet.finish_pod).
+        self.programs: list[Callable[[dict], bool]] = []
         self.subresources: dict[tuple[str, str], SubresourceHandler] = {}
         self.logs: dict[tuple[str, str, str], list[str]] = {}
         self.rng = random.Random(name)
@@ -115,7 +119,7 @@ class Cluster:
                            f"content in namespace {namespace} because it is being terminated")
         return namespace
 
-    def _admit(self, request: AdmissionRequest) -> None:
+    def admit(self, request: AdmissionRequest) -> None:
         for hook in list(self.admission_hooks):
             hook(request)
 
@@ -182,7 +186,7 @@ class Cluster:
             else:
                 meta.pop("generation", None)
             apply_defaults(rt.key, obj)
-            self._admit(AdmissionRequest("CREATE", rt, "", namespace, name, obj, None, {}, ctx))
+            self.admit(AdmissionRequest("CREATE", rt, "", namespace, name, obj, None, {}, ctx))
             if ctx.dry_run:
                 meta["resourceVersion"] = str(self.store.rv)
                 return obj
@@ -281,7 +285,7 @@ class Cluster:
         if rt.generation and self._spec_part(new) != self._spec_part(old):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
-        self._admit(AdmissionRequest("UPDATE", rt, subresource, meta.get("namespace", ""), meta["name"], new, old,
+        self.admit(AdmissionRequest("UPDATE", rt, subresource, meta.get("namespace", ""), meta["name"], new, old,
                                      {}, ctx))
         if new == old:
             return copy.deepcopy(old)   # a no-op write keeps the resourceVersion, as the real server does
@@ -364,7 +368,7 @@ class Cluster:
                 raise errors.conflict(rt, name, "Precondition failed: ResourceVersion in precondition: "
                                       f"{preconditions['resourceVersion']}, ResourceVersion in object meta: "
                                       f"{meta['resourceVersion']}")
-            self._admit(AdmissionRequest("DELETE", rt, "", meta.get("namespace", ""), name, None, old, options, ctx))
+            self.admit(AdmissionRequest("DELETE", rt, "", meta.get("namespace", ""), name, None, old, options, ctx))
             grace = self._grace_period(rt, old, options)
             policy = options.get("propagationPolicy") or ("Orphan" if options.get("orphanDependents") else
                                                           "Background")

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from . import discovery, errors, openapi, tables
+from . import discovery, errors, kubeconfig, openapi, tables
 from .api import PATCH_TYPES, Cluster, RequestContext
 from .errors import ApiError
 from .faults import Faults
@@ -248,7 +248,15 @@ class Handler(BaseHTTPRequestHandler):
         if dry_run not in (None, "", "All"):
             raise errors.bad_request(f'Invalid value: "{dry_run}": supported values: "All"')
         return RequestContext(dry_run=dry_run == "All", field_manager=query.get("fieldManager"),
-                              field_validation=query.get("fieldValidation"))
+                              field_validation=query.get("fieldValidation"), user=self._user())
+
+    def _user(self) -> str:
+        """Who asks: the kubeconfig's token is the cluster admin; other tokens are named by a prefix."""
+        auth = self.headers.get("Authorization") or ""
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        if not token:
+            return "system:anonymous"
+        return "kubernetes-admin" if token == kubeconfig.TOKEN else f"token:{token[:8]}"
 
     def _decode(self, body: bytes, content_type: str) -> Any:
         content_type = (content_type or JSON).split(";")[0].strip().lower()

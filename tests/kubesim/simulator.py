@@ -5,12 +5,9 @@ from __future__ import annotations
 import threading
 
 from . import scenario as scenarios
-from . import subresources
 from .clock import Clock
+from .components import COMPONENTS
 from .controllers import ControllerManager
-from .controllers.garbage_collector import GarbageCollector
-from .controllers.kubelet import Kubelet
-from .controllers.namespace import NamespaceController
 from .faults import Faults
 from .server import KubeSimServer
 
@@ -23,10 +20,9 @@ class Simulator:
         self.managers = {}
         for name, spec in self.scenario.clusters.items():
             cluster = scenarios.build_cluster(name, spec or {}, self.clock)
-            subresources.register(cluster)
             manager = ControllerManager(cluster)
-            for controller in (GarbageCollector, NamespaceController, Kubelet):
-                manager.add(controller(cluster))
+            for register in COMPONENTS:
+                register(cluster, manager)
             self.clusters[name] = cluster
             self.managers[name] = manager
         for name, spec in self.scenario.clusters.items():

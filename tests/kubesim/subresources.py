@@ -17,8 +17,11 @@ def evict(cluster: Cluster, namespace: str, name: str, body: dict, ctx: RequestC
         pod = cluster.store.get("pods", namespace, name)
         if pod is None:
             raise not_found(pods, name)
-        cluster._admit(AdmissionRequest("CREATE", pods, "eviction", namespace, name, body, pod.obj,
-                                        body.get("deleteOptions") or {}, ctx))
+        request = AdmissionRequest("CREATE", pods, "eviction", namespace, name, body, pod.obj,
+                                   body.get("deleteOptions") or {}, ctx)
+        cluster.admit(request)   # webhooks first (the KubeVirt interceptor), as in the real API server
+        for guard in list(cluster.eviction_guards):   # then the eviction REST's own checks (PDBs)
+            guard(request)
         if not ctx.dry_run:
             cluster.delete(pods, namespace, name, body.get("deleteOptions") or {}, ctx)
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
@@ -50,7 +53,7 @@ def pod_log(cluster: Cluster, namespace: str, name: str, query: dict) -> str:
     return text
 
 
-def register(cluster: Cluster) -> None:
+def register(cluster: Cluster, manager=None) -> None:  # pylint: disable=unused-argument
     if cluster.registry.by_key("pods") is not None:
         cluster.subresources[("pods", "eviction")] = evict
         cluster.subresources[("pods", "log")] = pod_log

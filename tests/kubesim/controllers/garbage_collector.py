@@ -70,3 +70,7 @@ class GarbageCollector(Controller):
             self.cluster.update(rt, meta.get("namespace"), meta["name"], owner)
         except ApiError:
             pass
+
+
+def register(cluster, manager) -> None:
+    manager.add(GarbageCollector(cluster))

@@ -1,5 +1,7 @@
-"""What the kubelets of the simulated nodes do to Pods: start a bound Pod (Running, Ready), and finish a
-graceful deletion when its grace period (scaled by the scenario's timeScale) is over."""
+"""What the kubelets of the simulated nodes do to Pods: start a bound Pod (Running, Ready), hand it to the
+program that runs in it (`cluster.programs`, e.g. the descheduler), let a batch Pod nobody claims finish
+successfully after `kubesim.io/run-seconds` (default 1) simulated seconds, and finish a graceful deletion
+when its grace period (scaled by the scenario's timeScale) is over."""
 from __future__ import annotations
 
 import copy
@@ -47,10 +49,17 @@ class Kubelet(Controller):
                                   for c in (started.get("spec") or {}).get("containers") or []],
         })
         try:
-            self.cluster.update(rt, pod["metadata"]["namespace"], pod["metadata"]["name"], started,
-                                subresource="status")
+            running = self.cluster.update(rt, pod["metadata"]["namespace"], pod["metadata"]["name"], started,
+                                          subresource="status")
         except ApiError:
-            pass
+            return
+        if any(program(running) for program in list(self.cluster.programs)):
+            return
+        if (running.get("spec") or {}).get("restartPolicy", "Always") != "Always":
+            seconds = float((running["metadata"].get("annotations") or {}).get("kubesim.io/run-seconds", 1))
+            meta = running["metadata"]
+            self.manager.after_simulated(seconds, lambda: finish_pod(self.cluster, meta["namespace"], meta["name"],
+                                                                     0, uid=meta["uid"]))
 
     def _schedule_removal(self, pod: dict) -> None:
         meta = pod["metadata"]
@@ -69,3 +78,33 @@ class Kubelet(Controller):
             self.cluster.delete(rt, namespace, name, {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})
         except ApiError:
             pass
+
+
+def register(cluster, manager) -> None:
+    manager.add(Kubelet(cluster))
+
+
+def finish_pod(cluster, namespace: str, name: str, exit_code: int, message: str = "", uid: str | None = None
+               ) -> dict | None:
+    """End a running Pod as its containers exited: Succeeded for exit code 0, Failed otherwise."""
+    rt = cluster.registry.by_key("pods")
+    with cluster.lock:
+        pod = cluster.find(rt, namespace, name)
+        if pod is None or (uid and pod["metadata"]["uid"] != uid) or \
+                (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return None
+        now = now_iso()
+        status = pod.setdefault("status", {})
+        status["phase"] = "Succeeded" if exit_code == 0 else "Failed"
+        for condition in status.get("conditions") or []:
+            if condition.get("type") in ("Ready", "ContainersReady"):
+                condition.update(status="False", reason="PodCompleted", lastTransitionTime=now)
+        for container in status.get("containerStatuses") or []:
+            started = ((container.get("state") or {}).get("running") or {}).get("startedAt", now)
+            container.update(ready=False, started=False, state={"terminated": {
+                "exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+                "startedAt": started, "finishedAt": now, **({"message": message} if message else {})}})
+        try:
+            return cluster.update(rt, namespace, name, pod, subresource="status")
+        except ApiError:
+            return None

@@ -45,3 +45,7 @@ class NamespaceController(Controller):
             final.setdefault("spec", {})["finalizers"] = []
             final["metadata"]["finalizers"] = []
             cluster.update(ns_rt, None, name, final)
+
+
+def register(cluster, manager) -> None:
+    manager.add(NamespaceController(cluster))

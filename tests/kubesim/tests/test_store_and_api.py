@@ -4,10 +4,8 @@ import pytest
 
 from kubesim.api import Cluster, RequestContext
 from kubesim.clock import Clock
+from kubesim.components import COMPONENTS
 from kubesim.controllers import ControllerManager
-from kubesim.controllers.garbage_collector import GarbageCollector
-from kubesim.controllers.kubelet import Kubelet
-from kubesim.controllers.namespace import NamespaceController
 from kubesim.errors import ApiError
 from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
 from kubesim.scenario import populate
@@ -23,8 +21,8 @@ def cluster():
 @pytest.fixture
 def running(cluster):
     manager = ControllerManager(cluster)
-    for controller in (GarbageCollector, NamespaceController, Kubelet):
-        manager.add(controller(cluster))
+    for register in COMPONENTS:
+        register(cluster, manager)
     manager.start()
     yield cluster, manager
     manager.stop()
