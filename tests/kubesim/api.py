@@ -286,7 +286,7 @@ class Cluster:
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         self.admit(AdmissionRequest("UPDATE", rt, subresource, meta.get("namespace", ""), meta["name"], new, old,
-                                     {}, ctx))
+                                    {}, ctx))
         if new == old:
             return copy.deepcopy(old)   # a no-op write keeps the resourceVersion, as the real server does
         if ctx.dry_run:

@@ -29,7 +29,7 @@ def _match_node_selector_term(term: dict, node: dict) -> bool:
                 value, bound = int(labels.get(expr["key"], "")), int((expr.get("values") or ["0"])[0])
             except ValueError:
                 return False
-            if (op == "Gt" and not value > bound) or (op == "Lt" and not value < bound):
+            if (op == "Gt" and value <= bound) or (op == "Lt" and value >= bound):
                 return False
         elif not Requirement(expr["key"], _OPS[op], tuple(expr.get("values") or ())).matches(labels):
             return False
