@@ -101,8 +101,10 @@ def pod_manifest(name: str, node: str | None = "worker-a", labels: dict | None =
 
 
 def vmi_manifest(name: str, node: str = "worker-a", labels: dict | None = None) -> dict:
+    # kubesim.io/unmanaged: a plain custom object here, not run by the simulated KubeVirt controllers
     return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-            "metadata": {"name": name, "labels": labels or {"kubevirt.io/vm": name}},
+            "metadata": {"name": name, "labels": labels or {"kubevirt.io/vm": name},
+                         "annotations": {"kubesim.io/unmanaged": "true"}},
             "spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}}}},
             "status": {"phase": "Running", "nodeName": node}}
 

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from . import subresources
 from .controllers import garbage_collector, kubelet, namespace, scheduler
+from .acp import chart as acp_chart, resourcepatch as acp_resourcepatch
+from .controllers import disruption
+from .controllers import cronjobs, daemonsets, deployments, jobs, replicasets
+from .descheduler import program as descheduler_program
+from . import kubevirt
 
 COMPONENTS = [
     subresources.register,
@@ -13,4 +18,10 @@ COMPONENTS = [
     namespace.register,
     scheduler.register,
     kubelet.register,
+    jobs.register, cronjobs.register, deployments.register, replicasets.register, daemonsets.register,
+    acp_chart.register,
+    acp_resourcepatch.register,
+    disruption.register,
+    descheduler_program.register,
+    kubevirt.register,
 ]

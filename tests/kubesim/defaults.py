@@ -87,6 +87,16 @@ def _job(obj: dict) -> None:
     spec.setdefault("backoffLimit", 6)
     template = spec.setdefault("template", {})
     template.setdefault("spec", {}).setdefault("restartPolicy", "Never")
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "TerminatingOrFailed")
+    meta = obj["metadata"]
+    if not spec.get("manualSelector") and meta.get("uid"):
+        # The Job strategy generates the selector and the template labels from the Job's uid and name.
+        generated = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"],
+                     "controller-uid": meta["uid"], "job-name": meta["name"]}
+        spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": meta["uid"]}}
+        template.setdefault("metadata", {}).setdefault("labels", {}).update(generated)
     obj.setdefault("status", {})
 
 
@@ -97,6 +107,22 @@ def _deployment(obj: dict) -> None:
     spec.setdefault("progressDeadlineSeconds", 600)
     spec.setdefault("strategy", {"type": "RollingUpdate",
                                  "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+    obj.setdefault("status", {})
+
+
+def _daemonset(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("revisionHistoryLimit", 10)
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("maxUnavailable", 1)
+        strategy["rollingUpdate"].setdefault("maxSurge", 0)
+    obj.setdefault("status", {})
+
+
+def _replicaset(obj: dict) -> None:
+    obj.setdefault("spec", {}).setdefault("replicas", 1)
     obj.setdefault("status", {})
 
 
@@ -121,6 +147,7 @@ def _pdb(obj: dict) -> None:
 DEFAULTERS: dict[str, Callable[[dict], None]] = {
     "pods": _pod, "namespaces": _namespace, "nodes": _node, "cronjobs.batch": _cronjob, "jobs.batch": _job,
     "deployments.apps": _deployment, "services": _service, "persistentvolumeclaims": _pvc,
+    "daemonsets.apps": _daemonset, "replicasets.apps": _replicaset,
     "poddisruptionbudgets.policy": _pdb,
 }
 

@@ -17,7 +17,7 @@ from .resources import DEFAULT_BUNDLES, KUBERNETES_BUNDLES, Registry, resolve_bu
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _TOP_KEYS = {"name", "description", "timeScale", "kubernetes", "clusters", "extends"}
-_CLUSTER_KEYS = {"bundles", "namespaces", "objects", "logs", "generate", "history"}
+_CLUSTER_KEYS = {"bundles", "namespaces", "objects", "logs", "generate", "history", "remove"}
 
 
 class ScenarioError(ValueError):
@@ -48,8 +48,15 @@ def resolve_path(name_or_path: str) -> str:
                         f"{', '.join(available())}")
 
 
+def _identity(obj: dict) -> tuple:
+    meta = obj.get("metadata") or {}
+    return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace"), meta.get("name")
+
+
 def _merge(base: dict, extra: dict) -> dict:
-    """`extends`: scalars and bundles are overridden, objects, namespaces and logs are appended."""
+    """`extends`: scalars and bundles are overridden; namespaces and logs are appended; an object replaces
+    the base's object of the same apiVersion, kind, namespace and name (others are appended); `remove`
+    lists base objects to drop (by kind, namespace and name)."""
     result = copy.deepcopy(base)
     for key, value in extra.items():
         if key == "clusters":
@@ -57,13 +64,25 @@ def _merge(base: dict, extra: dict) -> dict:
             for cname, cdata in (value or {}).items():
                 target = clusters.setdefault(cname, {})
                 for ckey, cvalue in (cdata or {}).items():
-                    if ckey in ("objects", "namespaces", "logs") and isinstance(target.get(ckey), list):
+                    if ckey == "objects":
+                        target["objects"] = _merge_objects(target.get("objects") or [], cvalue or [])
+                    elif ckey == "remove":
+                        drop = {(r.get("kind"), r.get("namespace"), r.get("name")) for r in cvalue or []}
+                        target["objects"] = [o for o in target.get("objects") or []
+                                             if _identity(o)[1:] not in drop]
+                    elif ckey in ("namespaces", "logs") and isinstance(target.get(ckey), list):
                         target[ckey] = target[ckey] + list(cvalue or [])
                     else:
                         target[ckey] = copy.deepcopy(cvalue)
         elif key != "extends":
             result[key] = copy.deepcopy(value)
     return result
+
+
+def _merge_objects(base: list[dict], extra: list[dict]) -> list[dict]:
+    replacements = {_identity(o): o for o in extra}
+    merged = [copy.deepcopy(replacements.pop(_identity(o), o)) for o in base]
+    return merged + [copy.deepcopy(o) for o in extra if _identity(o) in replacements]
 
 
 def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Scenario:

@@ -1,0 +1,349 @@
+"""The LowNodeUtilization balance plugin of descheduler v0.36 on requests
+(pkg/framework/plugins/nodeutilization: lownodeutilization.go, nodeutilization.go, usageclients.go,
+classifier/, normalizer/; pkg/descheduler/pod/pods.go for the ordering).
+
+- Usage of a node = the summed requests (containers, the largest init container, overhead) of its
+  non-terminal Pods, for cpu, memory and pods (plus any resource named in the thresholds), as a percentage
+  of the node's allocatable (capacity when allocatable is empty).
+- Classification (in that order, first match wins): underutilized when every thresholds resource is at or
+  below its threshold (a cordoned node never is: `"Node is unschedulable, thus not considered as
+  underutilized"` at V(2)); overutilized when any targetThresholds resource is above its target; otherwise
+  appropriately utilized. With `useDeviationThresholds` the limits are the average usage of the nodes minus
+  the thresholds and plus the targetThresholds, clamped to [0, 100].
+- Logs (V(0)): `"Node has been classified" category="underutilized|overutilized" node="..." usagePercentage={...}`
+  (the rounded percentages, as the rebalance reference page shows them) and `"Node is appropriately
+  utilized"`; V(1): the criteria, the counts, and the early exits `No node is underutilized, nothing to do
+  here, you might tune your thresholds further`, `Number of nodes underutilized is less or equal than
+  NumberOfNodes, nothing to do here`, `All nodes are underutilized, nothing to do here`, `All nodes are under
+  target utilization, nothing to do here`.
+- Eviction: the overutilized nodes in order of summed usage (cpu in millicores + memory bytes + pods),
+  highest first; `"Pods on node" node allPods nonRemovablePods removablePods` (V(2)), removable meaning the
+  DefaultEvictor filter passes; removable Pods lowest priority first (no priority first), then BestEffort <
+  Burstable < Guaranteed. A node stops when it is no longer above its targetThresholds, when any resource of
+  the headroom left on the underutilized nodes (their capacity up to their targetThresholds, minus usage) is
+  used up, at `evictionLimits.node`, or when the pod evictor reports the node limit; the total limit stops
+  the plugin. Pods that tolerate no underutilized node's taints, Pods of `evictableNamespaces.exclude` and
+  Pods the DefaultEvictor's PreEvictionFilter refuses (nodeFit, namespaceLabelSelector) are skipped.
+
+Simplified: upstream also prints the raw `usage=` map and the logger's `plugin`/`ExtensionPoint` values on
+the classification and "Pods on node" lines; the simulator prints the page's form. Nodes of the same
+category are logged in name order (upstream: map order). Actual-usage sources (`metricsUtilization`) are
+not simulated: a profile that sets it fails to build with the upstream `metrics client not initialized` /
+`prometheus client not initialized` message."""
+from __future__ import annotations
+
+import math
+
+from ..quantity import cpu_millis, format_cpu, format_memory, is_terminal, memory_bytes, parse, pod_requests
+from .evictor import (EvictionError, EvictionNodeLimitError, EvictionTotalLimitError, pod_priority)
+from .klog import kobj
+
+NAME = "LowNodeUtilization"
+SRC_LOW = "lownodeutilization.go"
+SRC_NU = "nodeutilization.go"
+BASIC = ("cpu", "memory", "pods")
+_QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
+
+
+class PluginError(Exception):
+    """The plugin cannot be built: the profile fails to build with this message."""
+
+
+def _amount(resource: str, value) -> int:
+    if resource == "cpu":
+        return cpu_millis(value)
+    if resource == "memory":
+        return memory_bytes(value)
+    return int(parse(value))
+
+
+def node_capacity(node: dict) -> dict[str, int]:
+    """Allocatable, or capacity when no allocatable is reported; pods default to the kubelet's 110."""
+    status = node.get("status") or {}
+    source = status.get("allocatable") or status.get("capacity") or {}
+    capacity = {name: _amount(name, value) for name, value in source.items()}
+    capacity.setdefault("pods", 110)
+    return capacity
+
+
+def pod_usage(pod: dict, resources: tuple[str, ...]) -> dict[str, int]:
+    basic = pod_requests(pod)
+    usage = {}
+    for resource in resources:
+        if resource in basic:
+            usage[resource] = basic[resource]
+            continue
+        spec = pod.get("spec") or {}
+        total = sum(_amount(resource, ((c.get("resources") or {}).get("requests") or {}).get(resource))
+                    for c in spec.get("containers") or [])
+        for container in spec.get("initContainers") or []:
+            total = max(total, _amount(resource, ((container.get("resources") or {}).get("requests") or {})
+                                       .get(resource)))
+        usage[resource] = total + _amount(resource, (spec.get("overhead") or {}).get(resource))
+    return usage
+
+
+def go_round(value: float) -> float:
+    """math.Round: half away from zero."""
+    return float(math.floor(value + 0.5)) if value >= 0 else -float(math.floor(-value + 0.5))
+
+
+def quantity_string(resource: str, value: int) -> str:
+    if resource == "cpu":
+        return format_cpu(value)
+    if resource == "memory":
+        return format_memory(value)
+    return str(value)
+
+
+def qos_class(pod: dict) -> str:
+    from ..defaults import qos_class as compute   # pylint: disable=import-outside-toplevel
+    return (pod.get("status") or {}).get("qosClass") or compute(pod.get("spec") or {})
+
+
+def sort_pods_low_to_high(cluster, pods: list[dict]) -> list[dict]:
+    """podutil.SortPodsBasedOnPriorityLowToHigh (stable: equal Pods keep their listing order)."""
+    def key(pod: dict):
+        priority = pod_priority(cluster, pod)
+        return (priority is not None, priority or 0, _QOS_RANK.get(qos_class(pod), 1))
+    return sorted(pods, key=key)
+
+
+def _tolerates(toleration: dict, taint: dict) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration["key"] != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and toleration.get("value", "") == taint.get("value", "")
+
+
+def tolerates_any_node(pod: dict, taints_by_node: dict[str, list[dict]]) -> bool:
+    """utils.PodToleratesTaints: the Pod tolerates every taint of at least one of the nodes."""
+    tolerations = (pod.get("spec") or {}).get("tolerations") or []
+    for taints in taints_by_node.values():
+        if len(tolerations) >= len(taints) and all(any(_tolerates(t, taint) for t in tolerations) for taint in taints):
+            return True
+    return False
+
+
+class LowNodeUtilization:
+    """One instance per profile and cycle, like NewLowNodeUtilization."""
+
+    def __init__(self, args: dict, handle):
+        self.args = args
+        self.handle = handle
+        self.thresholds = dict(args.get("thresholds") or {})
+        self.targets = dict(args.get("targetThresholds") or {})
+        self.resource_names = tuple(self.thresholds)
+        self.extended = tuple(dict.fromkeys(self.resource_names + BASIC))
+        metrics = args.get("metricsUtilization")
+        if metrics is not None:
+            raise PluginError(self._metrics_error(metrics))
+
+    def _metrics_error(self, metrics: dict) -> str:
+        source = metrics.get("source", "")
+        if metrics.get("metricsServer") or source == "KubernetesMetrics":
+            return "metrics client not initialized"
+        if source == "Prometheus":
+            if not metrics.get("prometheus"):
+                return "prometheus property is missing"
+            if not (metrics.get("prometheus") or {}).get("query"):
+                return "prometheus query is missing"
+            names = list(self.thresholds)
+            if names != ["MetricResource"]:
+                return (f'thresholds are expected to specify a single instance of "MetricResource" resource, got '
+                        f"[{' '.join(names)}] instead")
+            return "prometheus client not initialized"
+        if source:
+            return "unrecognized metrics source"
+        return "metrics source is empty"
+
+    # ------------------------------------------------------------------------------------------ helpers
+    def _percentages(self, usage: dict[str, int], capacity: dict[str, int], names) -> dict[str, float]:
+        result = {}
+        for name in names:
+            if name not in capacity:
+                continue
+            total = capacity[name]
+            result[name] = usage.get(name, 0) / total * 100 if total > 0 else 0.0
+        return result
+
+    def _capped(self, capacity: dict[str, int], limits: dict[str, float]) -> dict[str, int]:
+        capped = {}
+        for name in self.extended:
+            if name not in capacity:
+                capped[name] = 0
+            elif name not in limits:
+                capped[name] = capacity[name]
+            else:
+                capped[name] = int(limits[name] * 0.01 * capacity[name])
+        return capped
+
+    # ------------------------------------------------------------------------------------------ balance
+    def balance(self, nodes: list[dict]) -> None:
+        handle, log = self.handle, self.handle.log
+        names = [n["metadata"]["name"] for n in nodes]
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        pods = {name: handle.pods_on_node(name) for name in names}
+        usage = {name: self._node_usage(pods[name]) for name in names}
+        capacity = {name: node_capacity(by_name[name]) for name in names}
+
+        if self.args.get("useDeviationThresholds"):
+            percent = {name: self._percentages(usage[name], capacity[name], self.resource_names) for name in names}
+            average = {}
+            for resource in self.resource_names:
+                values = [percent[name][resource] for name in names if resource in percent[name]]
+                if values:
+                    average[resource] = sum(values) / len(values)
+            low = {r: min(max(average[r] - self.thresholds[r], 0), 100) for r in average}
+            high = {r: min(max(average[r] + self.targets.get(r, 0), 0), 100) for r in average}
+        else:
+            percent = {name: self._percentages(usage[name], capacity[name], self.extended) for name in names}
+            low, high = self.thresholds, self.targets
+
+        under, over = [], []
+        for name in names:
+            node_pct = percent[name]
+            if (by_name[name].get("spec") or {}).get("unschedulable"):
+                log.info(2, f"{SRC_LOW}:179", "Node is unschedulable, thus not considered as underutilized",
+                         "node", name)
+            elif all(node_pct.get(r, 0.0) <= low[r] for r in low):
+                under.append(name)
+                continue
+            if any(high[r] < node_pct.get(r, 0.0) for r in high):
+                over.append(name)
+        rounded = {name: {r: go_round(v) for r, v in percent[name].items()} for name in names}
+        for category, group in (("underutilized", under), ("overutilized", over)):
+            for name in group:
+                log.info(0, f"{SRC_LOW}:203", "Node has been classified", "category", category, "node", name,
+                         "usagePercentage", rounded[name])
+        for name in names:
+            if name not in under and name not in over:
+                log.info(0, f"{SRC_LOW}:232", "Node is appropriately utilized", "node", name,
+                         "usagePercentage", rounded[name])
+
+        criteria = []
+        for resource, value in self.thresholds.items():
+            criteria += [resource, f"{value:.2f}%"]
+        log.info(1, f"{SRC_LOW}:243", "Criteria for a node under utilization", *criteria)
+        log.info(1, f"{SRC_LOW}:244", "Number of underutilized nodes", "totalNumber", len(under))
+        criteria = []
+        for resource, value in self.targets.items():
+            criteria += [resource, f"{value:.2f}%"]
+        log.info(1, f"{SRC_LOW}:245", "Criteria for a node above target utilization", *criteria)
+        log.info(1, f"{SRC_LOW}:246", "Number of overutilized nodes", "totalNumber", len(over))
+
+        number_of_nodes = int(self.args.get("numberOfNodes") or 0)
+        if not under:
+            log.info(1, f"{SRC_LOW}:249", "No node is underutilized, nothing to do here, you might tune your "
+                     "thresholds further")
+            return
+        if len(under) <= number_of_nodes:
+            log.info(1, f"{SRC_LOW}:256", "Number of nodes underutilized is less or equal than NumberOfNodes, "
+                     "nothing to do here", "underutilizedNodes", len(under), "numberOfNodes", number_of_nodes)
+            return
+        if len(under) == len(nodes):
+            log.info(1, f"{SRC_LOW}:264", "All nodes are underutilized, nothing to do here")
+            return
+        if not over:
+            log.info(1, f"{SRC_LOW}:269", "All nodes are under target utilization, nothing to do here")
+            return
+
+        available = {name: self._capped(capacity[name], high) for name in under + over}
+        over.sort(key=lambda name: -sum(usage[name].get(r, 0) for r in self.extended))
+        self._evict_from_sources(over, under, by_name, pods, usage, available)
+
+    def _node_usage(self, pods: list[dict]) -> dict[str, int]:
+        total = {name: 0 for name in self.extended}
+        for pod in pods:
+            for name, value in pod_usage(pod, self.extended).items():
+                total[name] += value
+        return total
+
+    def _evict_from_sources(self, sources, destinations, by_name, pods, usage, available) -> None:
+        handle, log = self.handle, self.handle.log
+        total_available = {name: 0 for name in self.extended}
+        for name in destinations:
+            for resource in self.extended:
+                total_available[resource] += available[name][resource] - usage[name][resource]
+        log.info(1, f"{SRC_NU}:147", "Total capacity to be moved", *self._usage_pairs(total_available))
+        taints = {name: list((by_name[name].get("spec") or {}).get("taints") or []) for name in destinations}
+        node_limit = (self.args.get("evictionLimits") or {}).get("node")
+        excluded = set((self.args.get("evictableNamespaces") or {}).get("exclude") or [])
+        for name in sources:
+            log.info(3, f"{SRC_NU}:155", "Evicting pods from node", "node", name,
+                     "usage", {r: quantity_string(r, v) for r, v in usage[name].items()})
+            removable = [pod for pod in pods[name] if handle.evictor.filter(pod)]
+            log.info(2, f"{SRC_NU}:162", "Pods on node", "node", name, "allPods", len(pods[name]),
+                     "nonRemovablePods", len(pods[name]) - len(removable), "removablePods", len(removable))
+            if not removable:
+                log.info(1, f"{SRC_NU}:171", "No removable pods on node, try next node", "node", name)
+                continue
+            log.info(1, f"{SRC_NU}:178", "Evicting pods based on priority, if they have same priority, they'll be "
+                     "evicted based on QoS tiers")
+            ordered = sort_pods_low_to_high(handle.cluster, removable)
+            try:
+                self._evict_pods(ordered, name, usage[name], available[name], total_available, taints, node_limit,
+                                 excluded)
+            except EvictionTotalLimitError:
+                return
+            except EvictionNodeLimitError:
+                continue
+
+    def _continue(self, node_usage: dict, node_available: dict, total_available: dict) -> bool:
+        if not any(node_available.get(r, 0) < value for r, value in node_usage.items()):
+            return False
+        return all(value > 0 for value in total_available.values())
+
+    def _evict_pods(self, ordered, node_name, node_usage, node_available, total_available, taints, node_limit,
+                    excluded) -> None:
+        handle, log = self.handle, self.handle.log
+        if not self._continue(node_usage, node_available, total_available):
+            return
+        count = 0
+        for pod in ordered:
+            if node_limit is not None and count >= node_limit:
+                log.info(3, f"{SRC_NU}:236", "Max number of evictions per node per plugin reached", "limit", node_limit)
+                break
+            if not tolerates_any_node(pod, taints):
+                log.info(3, f"{SRC_NU}:244", "Skipping eviction for pod, doesn't tolerate node taint", "pod", kobj(pod))
+                continue
+            if pod["metadata"].get("namespace") in excluded or not handle.evictor.pre_eviction_filter(pod):
+                continue
+            podusage = pod_usage(pod, self.extended)
+            try:
+                handle.evict(pod, NAME)
+            except (EvictionNodeLimitError, EvictionTotalLimitError):
+                raise
+            except EvictionError as err:
+                log.error(f"{SRC_NU}:290", err.message, "eviction failed")
+                continue
+            count += 1
+            log.info(3, f"{SRC_NU}:301", "Evicted pods", "pod", kobj(pod))
+            for resource in total_available:
+                amount = 1 if resource == "pods" else podusage.get(resource, 0)
+                node_usage[resource] = node_usage.get(resource, 0) - amount
+                total_available[resource] -= amount
+            log.info(3, f"{SRC_NU}:310", "Updated node usage", "node", node_name, *self._usage_pairs(node_usage))
+            if not self._continue(node_usage, node_available, total_available):
+                break
+
+    @staticmethod
+    def _usage_pairs(values: dict[str, int]) -> list:
+        pairs = []
+        for resource, label in (("cpu", "CPU"), ("memory", "Mem"), ("pods", "Pods")):
+            if resource in values:
+                pairs += [label, values[resource]]
+        for resource, value in values.items():
+            if resource not in BASIC:
+                pairs += [resource, value]
+        return pairs
+
+
+def pods_on_node(cluster, node_name: str, all_pods: list[dict] | None = None) -> list[dict]:
+    """podutil.ListPodsOnANode: the node's Pods that are not Succeeded or Failed."""
+    source = all_pods if all_pods is not None else [e.obj for e in cluster.store.entries("pods")]
+    return [pod for pod in source if (pod.get("spec") or {}).get("nodeName") == node_name and not is_terminal(pod)]

@@ -1,0 +1,131 @@
+"""In-process simulated clusters for the KubeVirt tests (not a test module): a workload cluster with every
+component, the given objects and the controllers running, plus small helpers to read objects, wait for
+conditions and post Evictions."""
+from __future__ import annotations
+
+import time
+
+from kubesim.api import Cluster, RequestContext
+from kubesim.clock import Clock
+from kubesim.components import COMPONENTS
+from kubesim.controllers import ControllerManager
+from kubesim.errors import ApiError
+from kubesim.kubevirt import objects
+from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
+from kubesim.scenario import populate
+from kubesim.subresources import evict
+
+VMI = "virtualmachineinstances.kubevirt.io"
+VM = "virtualmachines.kubevirt.io"
+VMIM = "virtualmachineinstancemigrations.kubevirt.io"
+KUBEVIRT = "kubevirts.kubevirt.io"
+HCO = "hyperconvergeds.hco.kubevirt.io"
+NS = "vms"
+
+
+class Sim:
+    def __init__(self, extra_objects: list[dict], time_scale: float = 200, nodes: int = 3,
+                 strategy: str | None = "LiveMigrate", live_migration: dict | None = None, hco: bool = True):
+        self.cluster = Cluster("workload", Registry(resolve_bundles(DEFAULT_BUNDLES["workload"])), Clock(time_scale))
+        self.manager = ControllerManager(self.cluster)
+        for register in COMPONENTS:
+            register(self.cluster, self.manager)
+        base = [objects.worker_node(f"worker-{chr(ord('a') + i)}") for i in range(nodes)]
+        if hco:
+            base.append(objects.hyperconverged(eviction_strategy=strategy, live_migration=live_migration))
+        populate(self.cluster, {"namespaces": ["kubevirt", NS], "objects": base})
+        self.manager.start()
+        assert self.manager.wait_idle(10)
+        for obj in extra_objects:
+            self.create(obj)
+        self.settle()
+
+    # ---------------------------------------------------------------------------------------- access
+    def rt(self, key: str):
+        return self.cluster.registry.by_key(key)
+
+    def create(self, obj: dict) -> dict:
+        rt = self.cluster.registry.by_kind(obj["apiVersion"], obj["kind"])
+        return self.cluster.create(rt, obj["metadata"].get("namespace", NS) if rt.namespaced else None, obj)
+
+    def get(self, key: str, name: str, namespace: str | None = NS) -> dict | None:
+        entry = self.cluster.store.get(key, namespace if self.rt(key).namespaced else "", name)
+        return entry.obj if entry else None
+
+    def list(self, key: str, namespace: str | None = NS, **label_equals) -> list[dict]:
+        items = [e.obj for e in self.cluster.store.entries(key, namespace)]
+        return [i for i in items if all((i["metadata"].get("labels") or {}).get(k) == v for k, v in label_equals.items())]
+
+    def patch(self, key: str, name: str, body: dict, namespace: str | None = NS, subresource: str = "") -> dict:
+        return self.cluster.patch(self.rt(key), namespace, name, "merge", body, subresource=subresource)
+
+    def delete(self, key: str, name: str, namespace: str | None = NS) -> None:
+        self.cluster.delete(self.rt(key), namespace, name)
+
+    def launchers(self, vmi_name: str, namespace: str = NS) -> list[dict]:
+        return [p for p in self.list("pods", namespace) if (p["metadata"].get("annotations") or {}).get(
+            "kubevirt.io/domain") == vmi_name]
+
+    def launcher(self, vmi_name: str, namespace: str = NS) -> dict:
+        vmi = self.get(VMI, vmi_name, namespace)
+        node = vmi["status"]["nodeName"]
+        pods = [p for p in self.launchers(vmi_name, namespace) if p["spec"].get("nodeName") == node
+                and p["status"].get("phase") == "Running"]
+        assert len(pods) == 1, [p["metadata"]["name"] for p in self.launchers(vmi_name, namespace)]
+        return pods[0]
+
+    def events(self, kind: str, name: str, namespace: str = NS) -> list[tuple[str, str]]:
+        return [(e["reason"], e["message"]) for e in self.list("events", namespace)
+                if e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name]
+
+    def migrations(self, vmi_name: str, namespace: str = NS) -> list[dict]:
+        return [m for m in self.list(VMIM, namespace) if m["spec"]["vmiName"] == vmi_name]
+
+    # ------------------------------------------------------------------------------------------ time
+    def settle(self, timeout: float = 10) -> None:
+        assert self.manager.wait_idle(timeout)
+
+    def wait(self, predicate, timeout: float = 10, what: str = "condition"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.cluster.lock:
+                result = predicate()
+            if result:
+                return result
+            time.sleep(0.01)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def wait_for(self, fetch, check, timeout: float = 10, what: str = "condition"):
+        """Wait until check(fetch()) is true; return what fetch() returned then."""
+        found = []
+
+        def ready():
+            value = fetch()
+            if value and check(value):
+                found.append(value)
+                return True
+            return False
+        self.wait(ready, timeout, what)
+        return found[-1]
+
+    def wait_running(self, vmi_name: str, namespace: str = NS) -> dict:
+        return self.wait_for(lambda: self.get(VMI, vmi_name, namespace),
+                             lambda v: v.get("status", {}).get("phase") == "Running", what=f"VMI {vmi_name} Running")
+
+    # -------------------------------------------------------------------------------------- eviction
+    def evict(self, pod_name: str, namespace: str = NS, annotations: dict | None = None,
+              dry_run: bool = False) -> ApiError | None:
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod_name, "namespace": namespace}}
+        if annotations:
+            body["metadata"]["annotations"] = annotations
+        try:
+            evict(self.cluster, namespace, pod_name, body, RequestContext(dry_run=dry_run))
+        except ApiError as err:
+            return err
+        return None
+
+    def cordon(self, node: str) -> None:
+        self.patch("nodes", node, {"spec": {"unschedulable": True}}, namespace=None)
+
+    def stop(self) -> None:
+        self.manager.stop()

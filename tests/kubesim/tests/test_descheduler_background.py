@@ -1,0 +1,175 @@
+"""EvictionsInBackground (descheduler v0.36): a 429 `Eviction triggered evacuation` for a Pod annotated
+`request-evict-only` is a request in flight; the next run sees `eviction-in-progress`; without the gate the
+same Pod is nominated every run. The interceptor here is a tiny fake admission hook."""
+import re
+import time
+
+from kubesim.descheduler.klog import Logger
+from kubesim.descheduler.run import Options, Descheduler, run_once
+from kubesim.descheduler import policy as pol
+from kubesim.errors import ApiError
+from descheduler_cluster import make_cluster, messages, node, pod
+
+REQUEST_EVICT_ONLY = "descheduler.alpha.kubernetes.io/request-evict-only"
+IN_PROGRESS = "descheduler.alpha.kubernetes.io/eviction-in-progress"
+GATE = ["--policy-config-file=/policy-dir/policy.yaml", "--feature-gates=EvictionsInBackground=true", "--v=3"]
+NO_GATE = ["--policy-config-file=/policy-dir/policy.yaml", "--v=3"]
+
+PAGE_POLICY = """\
+apiVersion: "descheduler/v1alpha2"
+kind: "DeschedulerPolicy"
+nodeSelector: "kubernetes.io/hostname in (worker-a,worker-b)"
+maxNoOfPodsToEvictPerNode: 1
+maxNoOfPodsToEvictPerNamespace: 1
+maxNoOfPodsToEvictTotal: 1
+profiles:
+- name: vm-rebalance
+  pluginConfig:
+  - name: DefaultEvictor
+    args:
+      nodeFit: true
+      labelSelector:
+        matchLabels:
+          app: desched-test
+      podProtections:
+        defaultDisabled:
+        - PodsWithLocalStorage
+  - name: LowNodeUtilization
+    args:
+      thresholds:
+        cpu: 70
+        memory: 60
+        pods: 20
+      targetThresholds:
+        cpu: 75
+        memory: 68
+        pods: 30
+  plugins:
+    balance:
+      enabled:
+      - LowNodeUtilization
+"""
+
+
+def rebalance_cluster():
+    cluster = make_cluster()
+    node(cluster, "control-plane", labels={"node-role.kubernetes.io/control-plane": ""},
+         taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}])
+    node(cluster, "worker-a", cpu="10", memory="10Gi", pods="20")
+    node(cluster, "worker-b", cpu="10", memory="10Gi", pods="20")
+    for index in range(2):
+        pod(cluster, f"launcher-{index}", "worker-a", cpu="1", memory="1536Mi", owner="VirtualMachineInstance",
+            labels={"app": "desched-test", "kubevirt.io": "virt-launcher"},
+            annotations={REQUEST_EVICT_ONLY: "", "kubevirt.io/domain": f"vm-{index}"},
+            volumes=[{"name": "private", "emptyDir": {}}, {"name": "sockets", "emptyDir": {}}])
+    pod(cluster, "base-a", "worker-a", cpu="4600m", memory="4300Mi")
+    pod(cluster, "base-b", "worker-b", cpu="6600m", memory="5836Mi")
+    return cluster
+
+
+def fake_interceptor(cluster, mark: bool = True):
+    """Answers like KubeVirt's webhook for the launchers and, when asked, marks the Pod in progress."""
+    calls = []
+
+    def hook(request):
+        if request.subresource != "eviction" or "kubevirt.io/domain" not in (request.old["metadata"].get("annotations")
+                                                                             or {}):
+            return
+        calls.append((request.name, request.context.user, (request.obj.get("metadata") or {}).get("annotations")))
+        vmi = request.old["metadata"]["annotations"]["kubevirt.io/domain"]
+        if mark:
+            cluster.patch(cluster.registry.by_key("pods"), request.namespace, request.name, "merge",
+                          {"metadata": {"annotations": {IN_PROGRESS: "true"}}})
+        raise ApiError(429, "TooManyRequests", 'admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" '
+                       f'denied the request: Eviction triggered evacuation of VMI "{request.namespace}/{vmi}"')
+    cluster.admission_hooks.append(hook)
+    return calls
+
+
+def grep(lines):
+    """What the reference page's `grep -E 'classified|removablePods|Eviction in background|Number of evictions'`
+    keeps, without the klog header."""
+    return [m for m in messages(lines) if re.search(r"classified|removablePods|Eviction in background|Number of evictions", m)]
+
+
+def test_a_background_request_then_already_requested_in_the_next_run():
+    cluster = rebalance_cluster()
+    calls = fake_interceptor(cluster)
+    code, first = run_once(cluster, GATE, PAGE_POLICY)
+    assert code == 0
+    assert grep(first) == [
+        '"Node has been classified" category="underutilized" node="worker-b" '
+        'usagePercentage={"cpu":66,"memory":57,"pods":5}',
+        '"Node has been classified" category="overutilized" node="worker-a" '
+        'usagePercentage={"cpu":66,"memory":72,"pods":15}',
+        '"Pods on node" node="worker-a" allPods=3 nonRemovablePods=1 removablePods=2',
+        '"Eviction in background assumed" pod="apps/launcher-0"',
+        '"Number of evictions/requests" totalEvicted=0 evictionRequests=1',
+    ]
+    assert calls == [("launcher-0", "system:serviceaccount:descheduler:descheduler",
+                      {"requested-by": "sigs.k8s.io/descheduler"})]
+    # the next CronJob run is a new process: it learns about the request from the annotation
+    code, second = run_once(cluster, GATE, PAGE_POLICY)
+    out = messages(second)
+    assert '"Eviction in background detected. Adding pod to the cache." pod="apps/launcher-0"' in out
+    assert '"Eviction in background already requested (ignoring)" pod="apps/launcher-0"' in out
+    # upstream counts the skipped request as done: its requests leave worker-b's cpu headroom (900m) used up
+    assert '"Updated node usage" node="worker-a" CPU=5600 Mem=6119489536 Pods=2' in out
+    assert out[-1] == '"Number of evictions/requests" totalEvicted=0 evictionRequests=1'
+    assert len(calls) == 1
+
+
+def test_without_the_gate_the_same_launcher_is_nominated_every_run():
+    cluster = rebalance_cluster()
+    calls = fake_interceptor(cluster)
+    for _run in range(2):
+        code, lines = run_once(cluster, NO_GATE, PAGE_POLICY)
+        assert code == 0
+        out = messages(lines)
+        assert ('"Error evicting pod" err="error when evicting pod (ignoring) \\"launcher-0\\": admission webhook '
+                '\\"virt-launcher-eviction-interceptor.kubevirt.io\\" denied the request: Eviction triggered evacuation '
+                'of VMI \\"apps/vm-0\\"" pod="apps/launcher-0" reason=""') in out
+        assert not any("Eviction in background" in m for m in out)
+        assert out[-1] == '"Number of evictions/requests" totalEvicted=0 evictionRequests=0'
+    assert [call[0] for call in calls] == ["launcher-0", "launcher-1", "launcher-0", "launcher-1"]
+
+
+def test_assumed_requests_live_in_the_process_and_expire_after_600_seconds():
+    cluster = rebalance_cluster()   # timeScale 1000: 600 simulated seconds are 0.6 s
+    calls = fake_interceptor(cluster, mark=False)
+    options = Options(policy_file="/p.yaml", feature_gates={"EvictionsInBackground": True}, verbosity=3)
+    process = Descheduler(cluster, options, pol.load(PAGE_POLICY), Logger(3))
+    process.run_cycle()
+    process.run_cycle()   # same process (a Deployment): remembered even without the annotation
+    out = messages(process.log.take())
+    assert out.count('"Eviction in background assumed" pod="apps/launcher-0"') == 1
+    assert '"Eviction in background already requested (ignoring)" pod="apps/launcher-0"' in out
+    # a new process (the next CronJob run) has no memory of an unannotated request
+    _code, fresh = run_once(cluster, GATE, PAGE_POLICY)
+    assert '"Eviction in background assumed" pod="apps/launcher-0"' in messages(fresh)
+    time.sleep(0.7)
+    process.run_cycle()
+    assert '"Eviction in background assumed" pod="apps/launcher-0"' in messages(process.log.take())
+    assert len(calls) == 3
+
+
+def test_the_cache_forgets_a_pod_whose_eviction_ended():
+    cluster = rebalance_cluster()
+    fake_interceptor(cluster)
+    options = Options(policy_file="/p.yaml", feature_gates={"EvictionsInBackground": True}, verbosity=3)
+    process = Descheduler(cluster, options, pol.load(PAGE_POLICY), Logger(3))
+    process.run_cycle()
+    process.run_cycle()
+    pods = cluster.registry.by_key("pods")
+    cluster.patch(pods, "apps", "launcher-0", "merge", {"metadata": {"annotations": {IN_PROGRESS: None}}})
+    process.run_cycle()
+    out = messages(process.log.take())
+    assert '"Eviction in background canceled (annotation removed). Removing pod from the cache." ' \
+           f'annotation="{IN_PROGRESS}" pod="apps/launcher-0"' in out
+    assert out.count('"Eviction in background assumed" pod="apps/launcher-0"') == 2
+    cluster.delete(pods, "apps", "launcher-0", {"gracePeriodSeconds": 0})   # the migration ended
+    process.run_cycle()
+    out = messages(process.log.take())
+    assert '"Pod with eviction in background deleted/evicted. Removing pod from the cache." pod="apps/launcher-0"' in out
+    assert out[-1] == '"Number of evictions/requests" totalEvicted=0 evictionRequests=0'
+    assert process.cache.total() == 0

@@ -1,0 +1,142 @@
+"""The descheduler program in Pods: a Job Pod runs one cycle from the policy ConfigMap mounted at the
+directory of `--policy-config-file`, writes its klog lines to the container log and ends with exit code 0,
+or 1 on a policy error; a Deployment Pod runs a cycle every `--descheduling-interval`."""
+import time
+
+import pytest
+
+from kubesim.components import COMPONENTS
+from kubesim.controllers import ControllerManager
+from descheduler_cluster import add, lnu_policy, make_cluster, node, pod
+
+ARGS = ["--policy-config-file=/policy-dir/policy.yaml", "--feature-gates=EvictionsInBackground=true", "--v=3"]
+
+
+@pytest.fixture
+def running():
+    cluster = make_cluster(time_scale=1000)
+    manager = ControllerManager(cluster)
+    for register in COMPONENTS:
+        register(cluster, manager)
+    manager.start()
+    node(cluster, "worker-a")
+    node(cluster, "worker-b")
+    for index in range(6):
+        pod(cluster, f"app-{index}", "worker-a")
+    yield cluster, manager
+    manager.stop()
+
+
+def policy_configmap(cluster, text: str) -> None:
+    add(cluster, "configmaps", "descheduler", {"apiVersion": "v1", "kind": "ConfigMap",
+                                               "metadata": {"name": "descheduler"}, "data": {"policy.yaml": text}})
+
+
+def descheduler_pod(cluster, name: str, args=None, restart: str = "Never") -> dict:
+    return cluster.create(cluster.registry.by_key("pods"), "descheduler", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"nodeName": "worker-b", "restartPolicy": restart, "serviceAccountName": "descheduler",
+                 "containers": [{"name": "descheduler", "image": "registry.k8s.io/descheduler/descheduler:v0.36.0",
+                                 "command": ["/bin/descheduler"], "args": args or ARGS,
+                                 "volumeMounts": [{"name": "policy-volume", "mountPath": "/policy-dir"}]}],
+                 "volumes": [{"name": "policy-volume", "configMap": {"name": "descheduler"}}]}})
+
+
+def wait_phase(cluster, name: str, timeout: float = 5.0) -> dict:
+    pods = cluster.registry.by_key("pods")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = cluster.get(pods, "descheduler", name)
+        if (current.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return current
+        time.sleep(0.02)
+    raise AssertionError(f"pod {name} did not finish: {current.get('status')}")
+
+
+def test_a_job_pod_runs_one_cycle_and_succeeds(running):
+    cluster, _manager = running
+    policy_configmap(cluster, lnu_policy())
+    descheduler_pod(cluster, "descheduler-29000000-abcde")
+    done = wait_phase(cluster, "descheduler-29000000-abcde")
+    assert done["status"]["phase"] == "Succeeded"
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    log = cluster.read_log("descheduler", "descheduler-29000000-abcde", "descheduler")
+    assert any('"Node has been classified" category="overutilized" node="worker-a"' in line for line in log)
+    assert log[-1].endswith('"Number of evictions/requests" totalEvicted=1 evictionRequests=0')
+    assert cluster.get(cluster.registry.by_key("pods"), "apps", "app-0")["metadata"].get("deletionTimestamp") or \
+        cluster.find(cluster.registry.by_key("pods"), "apps", "app-0") is None
+
+
+def test_a_policy_error_fails_the_pod_with_the_upstream_message(running):
+    cluster, _manager = running
+    policy_configmap(cluster, lnu_policy(lnu_extra="evictableNamespaces: {include: [apps]}"))
+    descheduler_pod(cluster, "descheduler-bad")
+    done = wait_phase(cluster, "descheduler-bad")
+    assert done["status"]["phase"] == "Failed"
+    assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 1
+    log = cluster.read_log("descheduler", "descheduler-bad", "descheduler")
+    assert len(log) == 2 and all(line.startswith("E") for line in log)
+    assert log[0].endswith('"failed to run descheduler server" err="in profile test: only Exclude namespaces can be '
+                           'set, inclusion is not supported"')
+
+
+def test_a_missing_policy_key_and_a_bad_flag(running):
+    cluster, _manager = running
+    add(cluster, "configmaps", "descheduler", {"apiVersion": "v1", "kind": "ConfigMap",
+                                               "metadata": {"name": "descheduler"}, "data": {"other.yaml": "x"}})
+    descheduler_pod(cluster, "no-key")
+    descheduler_pod(cluster, "bad-gate", args=["--policy-config-file=/policy-dir/policy.yaml",
+                                               "--feature-gates=EvictionInBackground=true"])
+    assert wait_phase(cluster, "no-key")["status"]["phase"] == "Failed"
+    assert cluster.read_log("descheduler", "no-key", "descheduler")[0].endswith(
+        'err="failed to read policy config file \\"/policy-dir/policy.yaml\\": open /policy-dir/policy.yaml: no such '
+        'file or directory"')
+    assert wait_phase(cluster, "bad-gate")["status"]["phase"] == "Failed"
+    assert cluster.read_log("descheduler", "bad-gate", "descheduler") == [
+        'Error: invalid argument "EvictionInBackground=true" for "--feature-gates" flag: unrecognized feature gate: '
+        'EvictionInBackground']
+
+
+def test_a_deployment_pod_runs_a_cycle_every_interval_while_it_lives(running):
+    cluster, _manager = running
+    policy_configmap(cluster, lnu_policy("{cpu: 5, memory: 5, pods: 1}"))
+    descheduler_pod(cluster, "descheduler-7d9f-x", args=ARGS + ["--descheduling-interval=60s"], restart="Always")
+    deadline = time.monotonic() + 5
+    log = []
+    while time.monotonic() < deadline:
+        log = cluster.read_log("descheduler", "descheduler-7d9f-x", "descheduler")
+        if sum('"Number of evictions/requests"' in line for line in log) >= 3:
+            break
+        time.sleep(0.02)
+    assert sum('"Number of evictions/requests"' in line for line in log) >= 3
+    pods = cluster.registry.by_key("pods")
+    assert cluster.get(pods, "descheduler", "descheduler-7d9f-x")["status"]["phase"] == "Running"
+    cluster.delete(pods, "descheduler", "descheduler-7d9f-x", {"gracePeriodSeconds": 0})
+    time.sleep(0.2)
+    count = len(cluster.read_log("descheduler", "descheduler-7d9f-x", "descheduler"))
+    time.sleep(0.2)
+    assert len(cluster.read_log("descheduler", "descheduler-7d9f-x", "descheduler")) == count
+
+
+def test_a_deployment_container_with_a_bad_policy_restarts_and_rereads_the_configmap(running):
+    cluster, _manager = running
+    policy_configmap(cluster, lnu_policy(thresholds="{cpu: 90}", targets="{cpu: 50}"))
+    descheduler_pod(cluster, "descheduler-crash", args=ARGS + ["--descheduling-interval=5m"], restart="Always")
+    pods, configmaps = cluster.registry.by_key("pods"), cluster.registry.by_key("configmaps")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        status = (cluster.get(pods, "descheduler", "descheduler-crash")["status"].get("containerStatuses") or [{}])[0]
+        if status.get("restartCount", 0) >= 1:
+            break
+        time.sleep(0.01)
+    assert status["restartCount"] >= 1 and status["lastState"]["terminated"]["exitCode"] == 1
+    cluster.patch(configmaps, "descheduler", "descheduler", "merge", {"data": {"policy.yaml": lnu_policy()}})
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        log = cluster.read_log("descheduler", "descheduler-crash", "descheduler")
+        if any('"Number of evictions/requests"' in line for line in log):
+            break
+        time.sleep(0.01)
+    assert any("thresholds' cpu percentage is greater than targetThresholds'" in line for line in log)
+    assert any('"Number of evictions/requests" totalEvicted=1' in line for line in log)
+    assert cluster.get(pods, "descheduler", "descheduler-crash")["status"]["phase"] == "Running"
