@@ -106,14 +106,14 @@ def kubesim_factory(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def two_workers(kubesim_factory) -> KubeSim:
-    """The `rebalance-two-workers` scenario, shared by the tests of one module."""
-    return kubesim_factory("rebalance-two-workers")
+    """The `api-basics` scenario (two workers, plain Pods), shared by the tests of one module."""
+    return kubesim_factory("api-basics")
 
 
 @pytest.fixture
 def fresh_two_workers(tmp_path) -> KubeSim:
     """A simulator of its own for a test that changes the cluster in ways others must not see."""
-    sim = start_kubesim("rebalance-two-workers", tmp_path / "sim")
+    sim = start_kubesim("api-basics", tmp_path / "sim")
     yield sim
     stop_kubesim(sim)
 

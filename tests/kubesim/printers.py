@@ -139,7 +139,7 @@ def pod_status(obj: dict, _value: Any = None) -> str:
         terminated = (cs.get("state") or {}).get("terminated")
         if waiting and waiting.get("reason"):
             reason = waiting["reason"]
-        elif terminated and terminated.get("reason") and reason not in ("Succeeded", "Failed"):
+        elif terminated and terminated.get("reason"):
             reason = terminated["reason"]
     if _meta(obj).get("deletionTimestamp"):
         reason = "Terminating"
