@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job, run by `make demo`. For now: start the simulator with the two-worker scenario, show the
-# cluster with the real kubectl, stop the simulator. Later this becomes the full rebalance procedure.
+# The main job, run by `make demo`. For now: start the simulator with the rebalance-two-workers scenario,
+# show the cluster with the real kubectl (nodes, VMs, the Descheduler plugin), stop the simulator. The
+# rebalance roles (issue 7) make this the full rebalance procedure.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,11 +51,15 @@ while [[ -z "${URL}" ]]; do
 done
 echo "simulator ready at ${URL}; kubeconfig ${KUBECONFIG_FILE#"${ROOT}/"}"
 
-say "kubectl --kubeconfig ${KUBECONFIG_FILE#"${ROOT}/"} get nodes -o wide"
-kubectl --kubeconfig "${KUBECONFIG_FILE}" get nodes -o wide
-
-say "kubectl --kubeconfig ${KUBECONFIG_FILE#"${ROOT}/"} get pods -A"
-kubectl --kubeconfig "${KUBECONFIG_FILE}" get pods -A
+export KUBECACHEDIR="${STATE}/kubectl-cache"
+show() {
+    say "kubectl --kubeconfig ${KUBECONFIG_FILE#"${ROOT}/"} $*"
+    kubectl --kubeconfig "${KUBECONFIG_FILE}" "$@"
+}
+show get nodes -o wide
+show get vm,vmi -A -o wide
+show -n descheduler get cronjob,configmap -l app.kubernetes.io/name=descheduler
+show --context global get moduleinfo -l cpaas.io/module-name=descheduler
 
 say "stopping the simulator"
 stop_simulator
