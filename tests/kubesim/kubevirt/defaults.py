@@ -62,5 +62,6 @@ def effective_strategy(cluster, vmi: dict) -> str:
 
 
 def migratable_on_eviction(cluster, vmi: dict) -> bool:
-    """Strategies that make an eviction trigger an evacuation (when the VMI is live-migratable)."""
-    return effective_strategy(cluster, vmi) in ("LiveMigrate", "LiveMigrateIfPossible", "External")
+    """Strategies that make the evacuation controller migrate a marked VMI (when it is live-migratable).
+    Upstream `VMIMigratableOnEviction` is false for External: the VMI is marked, another controller acts."""
+    return effective_strategy(cluster, vmi) in ("LiveMigrate", "LiveMigrateIfPossible")

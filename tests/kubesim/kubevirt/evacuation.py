@@ -2,7 +2,7 @@
 
 A VMI is a candidate when `status.evacuationNodeName` equals its `status.nodeName` (set by the eviction
 interceptor), or when its node carries the (deprecated) drain taint `kubevirt.io/drain:NoSchedule`, and it
-is not final or deleting, wants to migrate on eviction (LiveMigrate, LiveMigrateIfPossible or External),
+is not final or deleting, wants to migrate on eviction (LiveMigrate or LiveMigrateIfPossible; External is only marked),
 is `LiveMigratable=True`, has no unfinished migration, no migration in flight in its status and at most
 one live launcher Pod. Per source node it creates up to
 `min(parallelMigrationsPerCluster - running migrations in the cluster,

@@ -63,8 +63,8 @@ def test_external_always_marks(sim):
     assert err.message == PREFIX + 'Eviction triggered evacuation of VMI "vms/ext"'
     assert sim.get(VMI, "ext")["status"]["evacuationNodeName"]
     sim.settle()
-    assert not sim.migrations("ext")                    # not live-migratable: nothing to migrate
-    assert ("FailedCreate", "VirtualMachineInstance is not migrateable") in sim.events("VirtualMachineInstance", "ext")
+    assert not sim.migrations("ext")                    # External: KubeVirt never migrates, another controller acts
+    assert ("FailedCreate", "VirtualMachineInstance is not migrateable") not in sim.events("VirtualMachineInstance", "ext")
 
 
 def test_none_and_cluster_default_none_allow(sim):
