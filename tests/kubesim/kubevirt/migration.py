@@ -46,8 +46,9 @@ Upstream source: kubevirt/kubevirt `pkg/virt-controller/watch/migration/migratio
 backoff, pending timeout, garbage collection), `pkg/virt-controller/watch/descheduler` (the
 eviction-in-progress annotation), `pkg/virt-handler/vm.go` (events, migrationState, nodeName switch).
 Simplified: no real data transfer, progress or completion timeouts, post-copy, migration policies,
-network services, PDB expansion or decentralized migrations; the migration's `migrationState` is copied
-from the VMI at the end (as upstream) but `sourcePod` is set when the target Pod is created."""
+network services, PDB expansion or decentralized migrations; the migration's `migrationState` gets the
+source and target at hand-off and is completed from the VMI at the end (`sourcePod` is set when the target
+Pod is created)."""
 from __future__ import annotations
 
 import copy
@@ -393,6 +394,10 @@ class MigrationController(Controller):
         def prepared(obj: dict) -> None:
             set_phase(obj, "Scheduled")
             set_phase(obj, "PreparingTarget")
+            # The migration mirrors the VMI's migrationState while in flight, so its SOURCE/TARGET show early.
+            obj["status"]["migrationState"] = {
+                **(status(obj).get("migrationState") or {}), "migrationUid": uid, "sourceNode": source_node,
+                "targetNode": target_node, "sourcePod": source_pod, "targetPod": meta(target)["name"]}
         mutate(cluster, VMIM, namespace, name, prepared, uid=uid)
         events.record(cluster, migration, "Normal", "SuccessfulHandOver",
                       "Migration target pod is ready for preparation by virt-handler.", CONTROLLER_COMPONENT)
