@@ -1,0 +1,52 @@
+"""The module is thin: its argument spec is the shared specs, and main() turns the collection's exceptions
+into one fail_json with the message and the error as data."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts import FACTS_ARG_SPEC
+from ansible_collections.kubevirt_ops.rebalance.plugins.modules import kubevirt_eviction_facts as module
+
+
+def run(monkeypatch, capsys, service, **args):
+    monkeypatch.setattr(module, "gather_eviction_facts", service)
+    with patch_module_args(args), pytest.raises(SystemExit) as caught:
+        module.main()
+    return caught.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_argument_spec_is_auth_plus_retries_plus_facts_options():
+    spec = module.argument_spec()
+    assert set(spec) == set(AUTH_ARG_SPEC) | {"api_retries", "api_timeout"} | set(FACTS_ARG_SPEC)
+    assert spec["include"]["default"] == ["cluster", "nodes", "descheduler", "vmis"]
+
+
+def test_main_returns_the_service_result_unchanged(monkeypatch, capsys):
+    calls = []
+
+    def service(params):
+        calls.append(params)
+        return {"changed": False, "vmis": [], "findings": []}
+    code, result = run(monkeypatch, capsys, service, kubeconfig="/k", namespaces="a,b", _ansible_check_mode=True)
+    assert code == 0 and result["changed"] is False and result["vmis"] == []
+    assert calls[0]["namespaces"] == ["a", "b"] and calls[0]["descheduler_namespace"] == "descheduler" and calls[0]["api_retries"] == 5
+
+
+def test_main_turns_collection_errors_into_fail_json(monkeypatch, capsys):
+    def service(params):
+        raise ApiFailure("list virtualmachineinstances.kubevirt.io", 403, "Forbidden", "forbidden")
+    code, result = run(monkeypatch, capsys, service, kubeconfig="/k")
+    assert code == 1 and result["failed"]
+    assert result["msg"].startswith("list virtualmachineinstances.kubevirt.io: 403 Forbidden: forbidden.")
+    assert result["error"]["status"] == 403 and result["error"]["type"] == "ApiFailure"
+
+
+def test_api_key_is_not_logged(monkeypatch, capsys):
+    code, result = run(monkeypatch, capsys, lambda params: {"changed": False, "echo": params["api_key"]},
+                       host="https://k8s.example:6443", api_key="sekrit-token")
+    assert code == 0 and "sekrit-token" not in json.dumps(result)
