@@ -1,0 +1,316 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubevirt_ops.rebalance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: descheduler_policy
+short_description: Render, validate, plan, back up, apply and restore a bounded VM rebalance Descheduler policy
+version_added: 0.1.0
+author:
+  - kubevirt_ops.rebalance maintainers (@kubevirt-ops)
+description:
+  - Manages the policy ConfigMap of the ACP Descheduler plugin (a C(descheduler/v1alpha2) C(DeschedulerPolicy) in C(data.policy.yaml)),
+    the step the rebalance page does by hand with C(kubectl edit).
+  - With I(state=present) the policy is rendered from options (a profile scoped to the VMs, C(PodsWithLocalStorage) in
+    C(defaultDisabled), C(PodsWithPVC) not in C(extraEnabled), LowNodeUtilization in C(balance)) or taken whole from I(policy).
+  - The policy is validated before anything changes, against the schema (unknown or mis-cased keys, which the descheduler silently
+    drops), the upstream rules with the upstream messages, and the page's rules for a VM profile (local storage and PVC protections,
+    a non-empty label selector, a minimum gap between thresholds and target thresholds, eviction limits set and not above KubeVirt's
+    parallel migration limits read from the cluster, a node selector that leaves control-plane nodes out). Every error names the
+    field path and the fix.
+  - The current ConfigMap is backed up (the whole object, as YAML) and verified by reading it back before the update; the update
+    carries the object's C(resourceVersion), so a concurrent edit fails with a conflict instead of being lost. The ResourcePatch that
+    ACP creates for the edit is returned.
+  - An equal policy (compared as parsed YAML, not as text) is no change. Check mode and C(--diff) show the change as YAML.
+  - I(state=restored) re-applies the data of a backup file exactly. I(state=absent) deletes the ResourcePatches that override the
+    ConfigMap, so the chart restores its own policy, and waits until the ConfigMap shows it.
+  - With I(plan=true) the result has the plan, what LowNodeUtilization would do with this policy now (see RETURN).
+options:
+  state:
+    description:
+      - C(present) applies the policy; C(restored) re-applies I(backup_file); C(absent) removes the ACP override.
+    type: str
+    choices: [present, restored, absent]
+    default: present
+  policy:
+    description:
+      - A whole DeschedulerPolicy, as a mapping or as YAML text. Mutually exclusive with the rendering options.
+    type: raw
+  profile_name:
+    description:
+      - The name of the rendered VM profile.
+    type: str
+    default: vm-rebalance
+  vm_profiles:
+    description:
+      - The profiles that move VMs, to which the page's rules apply. Defaults to I(profile_name).
+      - Other profiles that evict and protect PVC Pods are reported as findings.
+    type: list
+    elements: str
+  merge:
+    description:
+      - Keep the other profiles and top-level fields of the current policy and replace (or add) only the profile I(profile_name).
+      - When false the policy holds only the VM profile.
+    type: bool
+    default: false
+  nodes:
+    description:
+      - Node names; rendered as C(nodeSelector) C(kubernetes.io/hostname in (a,b)).
+    type: list
+    elements: str
+  node_selector:
+    description:
+      - The policy's C(nodeSelector) as a label selector string.
+    type: str
+  vm_labels:
+    description:
+      - Labels of the VMs to move (C(matchLabels) of C(DefaultEvictor.labelSelector)); labels of a VM's C(spec.template.metadata.labels)
+        reach its virt-launcher Pod.
+    type: dict
+  vm_selector:
+    description:
+      - A whole label selector (C(matchLabels), C(matchExpressions)) for the VMs' launchers.
+    type: dict
+  thresholds:
+    description:
+      - LowNodeUtilization C(thresholds), percent of allocatable per resource (C(cpu), C(memory), C(pods)).
+    type: dict
+  target_thresholds:
+    description:
+      - LowNodeUtilization C(targetThresholds), percent of allocatable per resource.
+    type: dict
+  max_pods_to_evict_per_node:
+    description:
+      - C(maxNoOfPodsToEvictPerNode).
+    type: int
+  max_pods_to_evict_per_namespace:
+    description:
+      - C(maxNoOfPodsToEvictPerNamespace).
+    type: int
+  max_pods_to_evict_total:
+    description:
+      - C(maxNoOfPodsToEvictTotal).
+    type: int
+  eviction_limit_node:
+    description:
+      - LowNodeUtilization C(evictionLimits.node).
+    type: int
+  exclude_namespaces:
+    description:
+      - LowNodeUtilization C(evictableNamespaces.exclude). Upstream does not support C(include).
+    type: list
+    elements: str
+  node_fit:
+    description:
+      - DefaultEvictor C(nodeFit).
+    type: bool
+    default: true
+  min_threshold_gap:
+    description:
+      - The least number of percentage points between a threshold and its target threshold in a VM profile, so that moving one VM
+        does not make two nodes swap categories.
+    type: int
+    default: 5
+  plan:
+    description:
+      - Return the plan, what the first run would do with this policy on the live nodes and Pods.
+    type: bool
+    default: true
+  descheduler_namespace:
+    description:
+      - The namespace of the Descheduler plugin.
+    type: str
+    default: descheduler
+  descheduler_name:
+    description:
+      - The name of the CronJob or Deployment (and of the ConfigMap when no volume names one).
+    type: str
+    default: descheduler
+  configmap_name:
+    description:
+      - The policy ConfigMap. By default the one mounted by the Descheduler's CronJob or Deployment.
+    type: str
+  policy_key:
+    description:
+      - The data key of the policy when I(configmap_name) is given.
+    type: str
+    default: policy.yaml
+  backup_dir:
+    description:
+      - The directory on the controller for backups, named C(<cluster>_<namespace>_<name>_<UTC timestamp>.yaml).
+    type: path
+    default: ~/.ansible/descheduler-backups
+  backup_file:
+    description:
+      - The backup to re-apply with I(state=restored).
+    type: path
+  cluster_name:
+    description:
+      - The cluster's name in backup file names. Defaults to I(context), else the API server URL.
+    type: str
+  wait_timeout:
+    description:
+      - Seconds to wait, with I(state=absent), until the ConfigMap shows the chart's policy again.
+    type: int
+    default: 120
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - kubevirt_ops.rebalance.connection
+attributes:
+  check_mode:
+    support: full
+    description: Validates, plans and reports the change and its diff; writes no backup and changes nothing.
+  diff_mode:
+    support: full
+    description: The policy text before and after.
+requirements:
+  - kubernetes >= 24.2.0
+  - PyYAML >= 3.11
+seealso:
+  - module: kubevirt_ops.rebalance.kubevirt_eviction_facts
+  - name: Descheduler policy API
+    description: The DeschedulerPolicy v1alpha2 fields and plugins.
+    link: https://github.com/kubernetes-sigs/descheduler
+"""
+
+EXAMPLES = r"""
+- name: Apply the page's bounded VM rebalance policy
+  kubevirt_ops.rebalance.descheduler_policy:
+    kubeconfig: "{{ kubeconfig }}"
+    nodes: [worker-a, worker-b]
+    vm_labels: {app: desched-test}
+    thresholds: {cpu: 70, memory: 60, pods: 20}
+    target_thresholds: {cpu: 75, memory: 68, pods: 30}
+    max_pods_to_evict_per_node: 1
+    max_pods_to_evict_per_namespace: 1
+    max_pods_to_evict_total: 1
+  register: applied
+
+- name: Show what the first run would move
+  ansible.builtin.debug:
+    msg: "{{ applied.plan.evictions | map(attribute='pod') | list }}"
+
+- name: Add the VM profile next to the package's default profile
+  kubevirt_ops.rebalance.descheduler_policy:
+    merge: true
+    node_selector: node-role.kubernetes.io/worker
+    vm_labels: {app: desched-test}
+    thresholds: {memory: 60}
+    target_thresholds: {memory: 70}
+    max_pods_to_evict_per_node: 1
+    max_pods_to_evict_total: 2
+
+- name: Re-apply the backup taken before the change
+  kubevirt_ops.rebalance.descheduler_policy:
+    state: restored
+    backup_file: "{{ applied.backup_path }}"
+
+- name: Remove the override so the chart's policy comes back
+  kubevirt_ops.rebalance.descheduler_policy:
+    state: absent
+"""
+
+RETURN = r"""
+changed:
+  description: Whether the ConfigMap was (or in check mode would be) changed.
+  returned: always
+  type: bool
+configmap:
+  description: The policy ConfigMap (namespace, name, key).
+  returned: always
+  type: dict
+  sample: {namespace: descheduler, name: descheduler, key: policy.yaml}
+policy:
+  description: The wanted policy as data.
+  returned: state=present
+  type: dict
+policy_yaml:
+  description: The wanted policy as the YAML text written to the ConfigMap.
+  returned: state=present
+  type: str
+findings:
+  description: What to know that does not stop the change (for example a non-VM profile that protects PVC Pods), each with code,
+    severity, path and message.
+  returned: always
+  type: list
+  elements: dict
+backup_path:
+  description: The backup of the ConfigMap taken before the change; null when nothing changed or in check mode.
+  returned: always
+  type: str
+  sample: /home/ops/.ansible/descheduler-backups/workload_descheduler_descheduler_20261130T101500.000000Z.yaml
+resource_patch:
+  description: The ResourcePatch ACP created for the edit (name, namespace, source C(warning) or C(lookup)); null where none was found.
+  returned: always
+  type: dict
+warnings_from_api:
+  description: The C(Warning) headers of the update.
+  returned: always
+  type: list
+  elements: str
+resource_version:
+  description: The ConfigMap's resourceVersion after the change.
+  returned: when changed and not in check mode
+  type: str
+kubevirt_migration_limits:
+  description: KubeVirt's migration limits the policy's eviction limits were checked against (upstream defaults filled in).
+  returned: state=present
+  type: dict
+resource_patches_removed:
+  description: The ResourcePatches deleted (or, in check mode, to delete) with I(state=absent).
+  returned: state=absent
+  type: list
+  elements: str
+restored_from:
+  description: The backup file re-applied.
+  returned: state=restored
+  type: str
+plan:
+  description:
+    - What LowNodeUtilization would do with the policy now, by requests; see docs/modules/descheduler_policy.md.
+    - C(nodes) (usage percent, category), C(evictions) (the Pods and VMs the first run would request to move, in order, with the
+      equally ranked alternatives), C(candidates) per overutilized node (removable or not and why), C(stop_reason), C(warnings)
+      (flapping, with the gap that avoids it).
+  returned: state=present and plan=true
+  type: dict
+error:
+  description: On failure, the error as data (type, path, problem, fix; C(errors) with every policy problem).
+  returned: failure
+  type: dict
+"""
+
+import copy
+
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.connection import connection_argument_spec
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_apply import (
+    POLICY_ARG_SPEC,
+    POLICY_MUTUALLY_EXCLUSIVE,
+    POLICY_REQUIRED_IF,
+    run,
+)
+
+
+def argument_spec() -> dict:
+    spec = connection_argument_spec()
+    spec.update(copy.deepcopy(POLICY_ARG_SPEC))
+    return spec
+
+
+def main() -> None:
+    module = AnsibleK8SModule(argument_spec=argument_spec(), supports_check_mode=True,
+                              mutually_exclusive=[list(m) for m in POLICY_MUTUALLY_EXCLUSIVE],
+                              required_if=[list(r) for r in POLICY_REQUIRED_IF])
+    try:
+        result = run(module.params, module.check_mode)
+    except RebalanceError as error:
+        module.fail_json(msg=error.message, error=error.as_dict())
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""`kubevirt_ops.rebalance.descheduler_policy` run by the venv's `ansible` against the simulator
+(`rebalance-two-workers`): the page's policy rendered from options lands exactly as the page's YAML, with a
+verified backup and the ResourcePatch reported; a second apply is no change; check mode changes nothing; a bad
+policy is refused with the ConfigMap untouched; backup and restore round-trip byte for byte; removing the
+override brings the chart's policy back; a concurrent edit between read and write is a conflict; and the
+first descheduler run moves the VM the plan names."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import ROOT, start_kubesim, stop_kubesim
+from .test_reference_rebalance import PAGE_POLICY
+
+ANSIBLE = Path(sys.executable).parent / "ansible"
+MODULE = "kubevirt_ops.rebalance.descheduler_policy"
+PAGE = ROOT.parent / "shared" / "reference" / "descheduler-vm-rebalance.md"
+PAGE_OPTIONS = {"nodes": ["worker-a", "worker-b"], "max_pods_to_evict_per_node": 1, "max_pods_to_evict_per_namespace": 1,
+                "max_pods_to_evict_total": 1, "node_fit": True, "vm_labels": {"app": "desched-test"},
+                "thresholds": {"cpu": 70, "memory": 60, "pods": 20}, "target_thresholds": {"cpu": 75, "memory": 68, "pods": 30}}
+PAGE_YAML = PAGE_POLICY  # the page's verification policy with the scenario's worker names
+
+
+def run_module(sim, check: bool = False, diff: bool = False, expect_failure: bool = False, **args) -> dict:
+    workdir = Path(sim.kubeconfig).parent
+    inventory = workdir / "inventory"
+    inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
+    args.setdefault("kubeconfig", sim.kubeconfig)
+    args.setdefault("backup_dir", str(workdir / "backups"))
+    args.setdefault("cluster_name", "workload")
+    temp = workdir / "tmp"
+    temp.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "TMPDIR": str(temp),
+           "PATH": "{0}:{1}".format(Path(sys.executable).parent, os.environ.get("PATH", ""))}
+    command = [str(ANSIBLE), "-i", str(inventory), "localhost", "-m", MODULE, "-a", json.dumps(args)]
+    command += (["--check"] if check else []) + (["--diff"] if diff else [])
+    process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    match = re.search(r"^localhost \| (SUCCESS|CHANGED|FAILED!) => ", process.stdout, re.MULTILINE)
+    assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
+    result = json.loads(process.stdout[match.end():])
+    result["_output"] = process.stdout[:match.start()]
+    if expect_failure:
+        assert process.returncode != 0 and match.group(1) == "FAILED!" and result.get("msg"), process.stdout
+    else:
+        assert process.returncode == 0 and not result.get("failed"), "module failed:\n{0}\n{1}".format(process.stdout, process.stderr)
+    return result
+
+
+def configmap(sim) -> dict:
+    return sim.kubectl_json("-n", "descheduler", "get", "configmap", "descheduler")
+
+
+def policy_text(sim) -> str:
+    return configmap(sim)["data"]["policy.yaml"]
+
+
+def resource_patches(sim) -> list:
+    return [item["metadata"]["name"] for item in sim.kubectl_json("-n", "descheduler", "get", "resourcepatch")["items"]]
+
+
+def wait_for(what, predicate, timeout=30.0, interval=0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(interval)
+
+
+@pytest.fixture
+def sim(tmp_path):
+    started = start_kubesim("rebalance-two-workers", tmp_path / "sim")
+    yield started
+    stop_kubesim(started)
+
+
+def test_page_policy_applied_from_options_is_the_page_yaml(sim):
+    original = configmap(sim)
+    result = run_module(sim, **PAGE_OPTIONS)
+    assert result["changed"] and result["policy_yaml"] == PAGE_YAML
+    assert policy_text(sim) == PAGE_YAML
+    if PAGE.is_file():
+        page = PAGE.read_text().replace("<worker-a>", "worker-a").replace("<worker-b>", "worker-b")
+        assert PAGE_YAML in page
+    # the ResourcePatch ACP created, named by the API warning, exists
+    assert result["resource_patch"]["source"] == "warning"
+    assert result["resource_patch"]["name"] in resource_patches(sim)
+    assert any("ResourcePatch {0} is created".format(result["resource_patch"]["name"]) in w for w in result["warnings_from_api"])
+    # the backup is the whole object as it was before the change
+    backup = Path(result["backup_path"])
+    assert backup.name.startswith("workload_descheduler_descheduler_") and backup.suffix == ".yaml"
+    assert yaml.safe_load(backup.read_text()) == original
+    assert result["resource_version"] == configmap(sim)["metadata"]["resourceVersion"]
+
+
+def test_second_apply_reports_no_change(sim):
+    run_module(sim, **PAGE_OPTIONS)
+    version = configmap(sim)["metadata"]["resourceVersion"]
+    again = run_module(sim, **PAGE_OPTIONS)
+    assert not again["changed"] and again["backup_path"] is None
+    assert configmap(sim)["metadata"]["resourceVersion"] == version
+
+
+def test_equal_policy_in_other_text_is_no_change(sim):
+    run_module(sim, **PAGE_OPTIONS)
+    reordered = yaml.safe_dump(yaml.safe_load(PAGE_YAML), sort_keys=True)
+    again = run_module(sim, policy=reordered)
+    assert not again["changed"] and policy_text(sim) == PAGE_YAML
+
+
+def test_check_mode_changes_nothing_and_shows_the_diff(sim):
+    before = configmap(sim)
+    result = run_module(sim, check=True, diff=True, **PAGE_OPTIONS)
+    assert result["changed"] and result["backup_path"] is None
+    # the callback prints the diff before the result: the policy text, before and after
+    assert "+maxNoOfPodsToEvictTotal: 1" in result["_output"] and "-  - name: RemoveDuplicates" in result["_output"]
+    assert configmap(sim) == before and resource_patches(sim) == []
+    assert not (Path(sim.kubeconfig).parent / "backups").exists()
+    assert result["plan"]["evictions"], result["plan"]
+
+
+def test_bad_policy_is_refused_and_the_configmap_is_unchanged(sim):
+    before = sim.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o", "json").stdout
+    bad = yaml.safe_load(PAGE_YAML)
+    bad["profiles"][0]["pluginConfig"][1]["args"]["evictableNamespaces"] = {"include": ["desched-test"]}
+    result = run_module(sim, expect_failure=True, policy=bad)
+    assert result["msg"].startswith("profiles[0].pluginConfig[1].args.evictableNamespaces.include: only Exclude namespaces can be set, "
+                                    "inclusion is not supported. Use exclude")
+    assert result["error"]["type"] == "PolicyInvalid"
+    miscased = yaml.safe_load(PAGE_YAML)
+    miscased["maxNoOfPodsToEvictPernode"] = miscased.pop("maxNoOfPodsToEvictPerNode")
+    result = run_module(sim, expect_failure=True, policy=yaml.safe_dump(miscased))
+    assert "maxNoOfPodsToEvictPernode: unknown field" in result["msg"]
+    options = {k: v for k, v in PAGE_OPTIONS.items() if k != "nodes"}
+    control = run_module(sim, expect_failure=True, node_selector="kubernetes.io/hostname", **options)
+    assert control["msg"].startswith("nodeSelector: selects control-plane node control-plane-1")
+    after = sim.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o", "json").stdout
+    assert after == before and resource_patches(sim) == []
+    assert not (Path(sim.kubeconfig).parent / "backups").exists()
+
+
+def test_backup_and_restore_round_trip_byte_for_byte(sim):
+    original_text = policy_text(sim)
+    applied = run_module(sim, **PAGE_OPTIONS)
+    backup_text = Path(applied["backup_path"]).read_text()
+    restored = run_module(sim, state="restored", backup_file=applied["backup_path"])
+    assert restored["changed"] and restored["backup_path"] and restored["backup_path"] != applied["backup_path"]
+    assert policy_text(sim) == original_text
+    assert Path(applied["backup_path"]).read_text() == backup_text
+    assert yaml.safe_load(Path(restored["backup_path"]).read_text())["data"]["policy.yaml"] == PAGE_YAML
+    assert not run_module(sim, state="restored", backup_file=applied["backup_path"])["changed"]
+
+
+def test_absent_removes_the_resource_patch_and_the_chart_policy_returns(sim):
+    original_text = policy_text(sim)
+    applied = run_module(sim, **PAGE_OPTIONS)
+    assert policy_text(sim) == PAGE_YAML
+    checked = run_module(sim, check=True, state="absent")
+    assert checked["changed"] and checked["resource_patches_removed"] == [applied["resource_patch"]["name"]]
+    assert resource_patches(sim) == [applied["resource_patch"]["name"]]
+    removed = run_module(sim, state="absent")
+    assert removed["changed"] and removed["resource_patches_removed"] == [applied["resource_patch"]["name"]]
+    assert resource_patches(sim) == [] and yaml.safe_load(policy_text(sim)) == yaml.safe_load(original_text)
+    assert not run_module(sim, state="absent")["changed"]
+
+
+def test_concurrent_edit_between_read_and_write_is_a_conflict(sim):
+    sim.add_fault(verb="update", resource="configmaps", name="descheduler", latency=3, count=1)
+    results = {}
+
+    def apply():
+        results["module"] = run_module(sim, expect_failure=True, **PAGE_OPTIONS)
+    worker = threading.Thread(target=apply)
+    worker.start()
+    wait_for("the backup (the module is about to write)", lambda: list((Path(sim.kubeconfig).parent / "backups").glob("*.yaml")), timeout=60)
+    sim.kubectl("-n", "descheduler", "annotate", "configmap", "descheduler", "edited-by=someone-else")
+    edited = policy_text(sim)
+    worker.join(120)
+    result = results["module"]
+    assert result["error"]["type"] == "Conflict" and "409 Conflict" in result["msg"] and "nothing was overwritten" in result["msg"]
+    current = configmap(sim)
+    assert current["metadata"]["annotations"]["edited-by"] == "someone-else" and current["data"]["policy.yaml"] == edited
+
+
+def test_first_descheduler_run_moves_the_planned_vm(sim):
+    result = run_module(sim, **PAGE_OPTIONS)
+    plan = result["plan"]
+    assert [n["category"] for n in plan["nodes"]] == ["overutilized", "underutilized"]
+    assert len(plan["evictions"]) == 1
+    planned = plan["evictions"][0]
+    assert planned["node"] == "worker-a"
+    allowed = {planned["vm"], *planned["alternative_vms"]}
+    assert allowed == {"vm-1", "vm-2"}
+
+    def first_migrations():
+        items = sim.kubectl_json("-n", "desched-test", "get", "virtualmachineinstancemigrations")["items"]
+        return sorted(items, key=lambda m: m["metadata"]["creationTimestamp"]) if items else None
+    migrations = wait_for("the first evacuation migration", first_migrations, timeout=90)
+    first_second = migrations[0]["metadata"]["creationTimestamp"]
+    first_run = [m for m in migrations if m["metadata"]["creationTimestamp"] == first_second]
+    assert len(first_run) == len(plan["evictions"])
+    assert first_run[0]["spec"]["vmiName"] in allowed
+    assert first_run[0]["metadata"]["annotations"]["kubevirt.io/evacuationMigration"] == planned["node"]
+
+
+def test_merge_keeps_the_package_profile_and_adds_the_vm_profile(sim):
+    original = yaml.safe_load(policy_text(sim))
+    result = run_module(sim, merge=True, **PAGE_OPTIONS)
+    merged = yaml.safe_load(policy_text(sim))
+    assert [p["name"] for p in merged["profiles"]] == [p["name"] for p in original["profiles"]] + ["vm-rebalance"]
+    assert merged["profiles"][0] == original["profiles"][0]
+    assert merged["profiles"][-1] == yaml.safe_load(PAGE_YAML)["profiles"][0]
+    assert [f["code"] for f in result["findings"]] == ["policy_protects_pvc_pods"]
+    assert not run_module(sim, merge=True, **PAGE_OPTIONS)["changed"]
