@@ -38,10 +38,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from .. import cron, events
 from ..api import now_iso
 from ..errors import ApiError
-from ..store import ADDED, DELETED, MODIFIED, Event
-from . import Controller
 from .jobs import finished_condition
-from .workloads import controlled_by, owned, owner_reference, write_status
+from .workloads import OwnerController, owned, owner_reference, write_status
 
 COMPONENT = "cronjob-controller"
 _KEY = "cronjobs.batch"
@@ -105,7 +103,10 @@ def _start_key(job: dict) -> tuple:
     return (status.get("startTime") or job["metadata"].get("creationTimestamp", ""), job["metadata"]["name"])
 
 
-class CronJobController(Controller):
+class CronJobController(OwnerController):
+    resource_key = _KEY
+    owner_kind = "CronJob"
+    owner_group = "batch"
     keys = (_KEY, _JOB_KEY)
 
     def __init__(self, cluster):
@@ -114,34 +115,19 @@ class CronJobController(Controller):
         self._armed: dict[str, tuple] = {}       # cronjob uid -> (schedule, timeZone, next run)
         self._warned: set[tuple[str, str]] = set()
 
+    # ----------------------------------------------------------------------------------------- sync
     def start(self) -> None:
         self.clock.reset()
-        for entry in list(self.cluster.store.entries(_KEY)):
-            meta = entry.obj["metadata"]
-            self.sync(meta["namespace"], meta["name"])
+        super().start()
 
-    def on_event(self, event: Event) -> None:
-        if event.key == _KEY:
-            if event.type == DELETED:
-                self._armed.pop(event.obj["metadata"]["uid"], None)
-            elif event.type in (ADDED, MODIFIED):
-                self.sync(event.namespace, event.obj["metadata"]["name"])
-            return
-        ref = controlled_by(event.obj, "CronJob", "batch")
-        if ref is not None:
-            self.sync(event.namespace, ref.get("name", ""))
+    def forget(self, owner: dict) -> None:
+        self._armed.pop(owner["metadata"]["uid"], None)
 
-    # ----------------------------------------------------------------------------------------- sync
-    def sync(self, namespace: str, name: str) -> None:
-        cluster = self.cluster
-        with cluster.lock:
-            entry = cluster.store.get(_KEY, namespace, name)
-            if entry is None or entry.obj["metadata"].get("deletionTimestamp"):
-                return
-            cronjob = entry.obj
-            self._sync_status(cronjob)
-            self._cleanup(cronjob)
-            self._arm(namespace, name)
+    def reconcile(self, cronjob: dict) -> None:
+        namespace, name = cronjob["metadata"]["namespace"], cronjob["metadata"]["name"]
+        self._sync_status(cronjob)
+        self._cleanup(cronjob)
+        self._arm(namespace, name)
 
     def _sync_status(self, cronjob: dict) -> dict:
         """Reconcile `active` and `lastSuccessfulTime` with the Jobs the CronJob owns."""

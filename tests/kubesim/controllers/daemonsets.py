@@ -27,10 +27,9 @@ from __future__ import annotations
 import copy
 
 from .. import events
-from ..store import ADDED, DELETED, MODIFIED, Event
-from . import Controller
+from ..store import DELETED, MODIFIED, Event
 from .scheduler import _match_node_selector_term, _tolerates
-from .workloads import (adopt_orphans, controlled_by, create_pod, delete_pod, is_active, is_ready, owned,
+from .workloads import (OwnerController, adopt_orphans, create_pod, delete_pod, is_active, is_ready, owned,
                         pod_from_template, template_hash, write_status)
 
 COMPONENT = "daemonset-controller"
@@ -122,79 +121,65 @@ def _node_changed(event: Event) -> bool:
     return view(event.obj) != view(event.old)
 
 
-class DaemonSetController(Controller):
+class DaemonSetController(OwnerController):
+    resource_key = _KEY
+    owner_kind = "DaemonSet"
+    owner_group = "apps"
     keys = (_KEY, "pods", "nodes")
 
-    def start(self) -> None:
-        self._sync_all()
+    def on_other_event(self, event: Event) -> bool:
+        if event.key != "nodes":
+            return False
+        if event.type == DELETED or _node_changed(event):
+            self.sync_all()
+        return True
 
-    def _sync_all(self) -> None:
-        for entry in list(self.cluster.store.entries(_KEY)):
-            meta = entry.obj["metadata"]
-            self.sync(meta["namespace"], meta["name"])
-
-    def on_event(self, event: Event) -> None:
-        if event.key == _KEY:
-            if event.type in (ADDED, MODIFIED):
-                self.sync(event.namespace, event.obj["metadata"]["name"])
-        elif event.key == "nodes":
-            if event.type == DELETED or _node_changed(event):
-                self._sync_all()
-        else:
-            ref = controlled_by(event.obj, "DaemonSet", "apps")
-            if ref is not None:
-                self.sync(event.namespace, ref.get("name", ""))
-
-    def sync(self, namespace: str, name: str) -> None:
+    def reconcile(self, ds: dict) -> None:
         cluster = self.cluster
-        with cluster.lock:
-            entry = cluster.store.get(_KEY, namespace, name)
-            if entry is None or entry.obj["metadata"].get("deletionTimestamp"):
-                return
-            ds = entry.obj
-            spec = ds.get("spec") or {}
-            template = spec.get("template") or {}
-            pod_spec = template.get("spec") or {}
-            revision = template_hash(template)
-            rolling = (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") == "RollingUpdate"
-            by_node: dict[str, list[dict]] = {}
-            for pod in owned(cluster, ds["metadata"]["uid"], "pods") + adopt_orphans(cluster, ds, spec.get("selector")):
-                by_node.setdefault(target_node(pod), []).append(pod)
-            counts = {"desired": 0, "current": 0, "misscheduled": 0, "ready": 0, "updated": 0}
-            for node_entry in list(cluster.store.entries("nodes")):
-                node = node_entry.obj
-                node_name = node["metadata"]["name"]
-                run, keep = node_should_run(pod_spec, node)
-                live = self._live_pods(ds, node_name, by_node.pop(node_name, []))
-                if not keep:
-                    for pod in live:
-                        delete_pod(cluster, ds, pod, COMPONENT)
+        namespace, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
+        spec = ds.get("spec") or {}
+        template = spec.get("template") or {}
+        pod_spec = template.get("spec") or {}
+        revision = template_hash(template)
+        rolling = (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") == "RollingUpdate"
+        by_node: dict[str, list[dict]] = {}
+        for pod in owned(cluster, ds["metadata"]["uid"], "pods") + adopt_orphans(cluster, ds, spec.get("selector")):
+            by_node.setdefault(target_node(pod), []).append(pod)
+        counts = {"desired": 0, "current": 0, "misscheduled": 0, "ready": 0, "updated": 0}
+        for node_entry in list(cluster.store.entries("nodes")):
+            node = node_entry.obj
+            node_name = node["metadata"]["name"]
+            run, keep = node_should_run(pod_spec, node)
+            live = self._live_pods(ds, node_name, by_node.pop(node_name, []))
+            if not keep:
+                for pod in live:
+                    delete_pod(cluster, ds, pod, COMPONENT)
+                live = []
+            elif live:
+                if len(live) > 1:       # keep the oldest
+                    live.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
+                    for extra in live[1:]:
+                        delete_pod(cluster, ds, extra, COMPONENT)
+                    live = live[:1]
+                if rolling and run and self._revision_of(live[0]) != revision:
+                    delete_pod(cluster, ds, live[0], COMPONENT)
                     live = []
-                elif live:
-                    if len(live) > 1:       # keep the oldest
-                        live.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
-                        for extra in live[1:]:
-                            delete_pod(cluster, ds, extra, COMPONENT)
-                        live = live[:1]
-                    if rolling and run and self._revision_of(live[0]) != revision:
-                        delete_pod(cluster, ds, live[0], COMPONENT)
-                        live = []
-                if run and not live:
-                    created = self._create(ds, template, node_name, revision)
-                    live = [created] if created else []
-                if run:
-                    counts["desired"] += 1
-                    if live:
-                        counts["current"] += 1
-                        counts["ready"] += 1 if is_ready(live[0]) else 0
-                        counts["updated"] += 1 if self._revision_of(live[0]) == revision else 0
-                elif live:
-                    counts["misscheduled"] += 1
-            for pods in by_node.values():      # Pods for nodes that do not exist (any more)
-                for pod in pods:
-                    if is_active(pod):
-                        delete_pod(cluster, ds, pod, COMPONENT)
-            self._write_status(namespace, name, counts)
+            if run and not live:
+                created = self._create(ds, template, node_name, revision)
+                live = [created] if created else []
+            if run:
+                counts["desired"] += 1
+                if live:
+                    counts["current"] += 1
+                    counts["ready"] += 1 if is_ready(live[0]) else 0
+                    counts["updated"] += 1 if self._revision_of(live[0]) == revision else 0
+            elif live:
+                counts["misscheduled"] += 1
+        for pods in by_node.values():      # Pods for nodes that do not exist (any more)
+            for pod in pods:
+                if is_active(pod):
+                    delete_pod(cluster, ds, pod, COMPONENT)
+        self._write_status(namespace, name, counts)
 
     def _live_pods(self, ds: dict, node_name: str, pods: list[dict]) -> list[dict]:
         """Active Pods on the node; failed ones are deleted (to be replaced) as upstream does."""

@@ -21,9 +21,7 @@ import math
 
 from .. import events
 from ..errors import ApiError
-from ..store import ADDED, MODIFIED, Event
-from . import Controller
-from .workloads import controlled_by, owned, owner_reference, set_condition, template_hash, write_status
+from .workloads import OwnerController, owned, owner_reference, set_condition, template_hash, write_status
 
 COMPONENT = "deployment-controller"
 _KEY = "deployments.apps"
@@ -75,47 +73,32 @@ def _revision(rs: dict) -> int:
         return 0
 
 
-class DeploymentController(Controller):
+class DeploymentController(OwnerController):
+    resource_key = _KEY
+    owner_kind = "Deployment"
+    owner_group = "apps"
     keys = (_KEY, _RS_KEY)
 
-    def start(self) -> None:
-        for entry in list(self.cluster.store.entries(_KEY)):
-            meta = entry.obj["metadata"]
-            self.sync(meta["namespace"], meta["name"])
-
-    def on_event(self, event: Event) -> None:
-        if event.key == _KEY:
-            if event.type in (ADDED, MODIFIED):
-                self.sync(event.namespace, event.obj["metadata"]["name"])
-            return
-        ref = controlled_by(event.obj, "Deployment", "apps")
-        if ref is not None:
-            self.sync(event.namespace, ref.get("name", ""))
-
-    def sync(self, namespace: str, name: str) -> None:
+    def reconcile(self, deployment: dict) -> None:
         cluster = self.cluster
-        with cluster.lock:
-            entry = cluster.store.get(_KEY, namespace, name)
-            if entry is None or entry.obj["metadata"].get("deletionTimestamp"):
-                return
-            deployment = entry.obj
-            spec = deployment.get("spec") or {}
-            replica_sets = owned(cluster, deployment["metadata"]["uid"], _RS_KEY)
-            template = _without_hash(spec.get("template") or {})
-            new_rs = next((rs for rs in replica_sets
-                           if _without_hash((rs.get("spec") or {}).get("template")) == template), None)
-            created = False
-            if not spec.get("paused"):
-                if new_rs is None:
-                    new_rs = self._create_replica_set(deployment, replica_sets)
-                    created = new_rs is not None
-                    if new_rs is not None:
-                        replica_sets.append(new_rs)
+        namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
+        spec = deployment.get("spec") or {}
+        replica_sets = owned(cluster, deployment["metadata"]["uid"], _RS_KEY)
+        template = _without_hash(spec.get("template") or {})
+        new_rs = next((rs for rs in replica_sets
+                       if _without_hash((rs.get("spec") or {}).get("template")) == template), None)
+        created = False
+        if not spec.get("paused"):
+            if new_rs is None:
+                new_rs = self._create_replica_set(deployment, replica_sets)
+                created = new_rs is not None
                 if new_rs is not None:
-                    new_rs = self._promote(deployment, new_rs, replica_sets)
-                    self._scale_all(deployment, new_rs, replica_sets)
-                    self._cleanup(deployment, new_rs)
-            self._sync_status(namespace, name, new_rs, created)
+                    replica_sets.append(new_rs)
+            if new_rs is not None:
+                new_rs = self._promote(deployment, new_rs, replica_sets)
+                self._scale_all(deployment, new_rs, replica_sets)
+                self._cleanup(deployment, new_rs)
+        self._sync_status(namespace, name, new_rs, created)
 
     # ---------------------------------------------------------------------------------- rollout
     def _create_replica_set(self, deployment: dict, existing: list[dict]) -> dict | None:

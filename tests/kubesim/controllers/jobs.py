@@ -33,9 +33,8 @@ from .. import events
 from ..api import now_iso
 from ..errors import ApiError
 from ..printers import parse_time
-from ..store import ADDED, DELETED, MODIFIED, Event
-from . import Controller
-from .workloads import (condition, controlled_by, create_pod, delete_pod, is_active, is_ready, is_terminal, owned,
+from ..store import DELETED, Event
+from .workloads import (OwnerController, condition, create_pod, delete_pod, is_active, is_ready, is_terminal, owned,
                         pod_from_template, set_condition, write_status)
 
 COMPONENT = "job-controller"
@@ -74,32 +73,15 @@ class _JobState:
         return self.base[outcome] + sum(1 for value in self.outcomes.values() if value == outcome)
 
 
-class JobController(Controller):
+class JobController(OwnerController):
+    resource_key = _KEY
+    owner_kind = "Job"
+    owner_group = "batch"
     keys = (_KEY, "pods")
 
     def __init__(self, cluster):
         super().__init__(cluster)
         self._jobs: dict[str, _JobState] = {}
-
-    def start(self) -> None:
-        for entry in list(self.cluster.store.entries(_KEY)):
-            meta = entry.obj["metadata"]
-            self.sync(meta["namespace"], meta["name"])
-
-    def on_event(self, event: Event) -> None:
-        if event.key == _KEY:
-            if event.type == DELETED:
-                self._jobs.pop(event.obj["metadata"]["uid"], None)
-            elif event.type in (ADDED, MODIFIED):
-                self.sync(event.namespace, event.obj["metadata"]["name"])
-            return
-        ref = controlled_by(event.obj, "Job", "batch")
-        if ref is None:
-            return
-        state = self._jobs.get(ref.get("uid", ""))
-        if event.type == DELETED and state is not None:
-            self._record(state, event.obj, deleted=True)
-        self.sync(event.namespace, ref.get("name", ""))
 
     # ------------------------------------------------------------------------------------- counting
     def _state(self, job: dict, pods: list[dict]) -> _JobState:
@@ -127,21 +109,24 @@ class JobController(Controller):
                 state.last_failure = time.monotonic()
 
     # ----------------------------------------------------------------------------------------- sync
-    def sync(self, namespace: str, name: str) -> None:
+    def forget(self, owner: dict) -> None:
+        self._jobs.pop(owner["metadata"]["uid"], None)
+
+    def on_dependent_event(self, event: Event, ref: dict) -> None:
+        state = self._jobs.get(ref.get("uid", ""))
+        if event.type == DELETED and state is not None:
+            self._record(state, event.obj, deleted=True)
+
+    def reconcile(self, job: dict) -> None:
         cluster = self.cluster
-        with cluster.lock:
-            entry = cluster.store.get(_KEY, namespace, name)
-            if entry is None or entry.obj["metadata"].get("deletionTimestamp"):
-                return
-            job = entry.obj
-            pods = owned(cluster, job["metadata"]["uid"], "pods")
-            state = self._state(job, pods)
-            if finished_condition(job):
-                self._finished(job, state)
-                return
-            for pod in pods:
-                self._record(state, pod)
-            self._reconcile(job, state, pods)
+        pods = owned(cluster, job["metadata"]["uid"], "pods")
+        state = self._state(job, pods)
+        if finished_condition(job):
+            self._finished(job, state)
+            return
+        for pod in pods:
+            self._record(state, pod)
+        self._reconcile(job, state, pods)
 
     def _reconcile(self, job: dict, state: _JobState, pods: list[dict]) -> None:
         spec = job.get("spec") or {}

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from ..selectors import match_label_selector_object
 from ..store import ADDED, MODIFIED, Event
-from . import Controller
-from .workloads import (adopt_orphans, controlled_by, controller_ref, create_pod, delete_pod, is_active, is_ready,
+from .workloads import (OwnerController, adopt_orphans, controller_ref, create_pod, delete_pod, is_active, is_ready,
                         owned, pod_from_template, write_status)
 
 COMPONENT = "replicaset-controller"
@@ -33,25 +32,11 @@ def _deletion_order(pods: list[dict]) -> list[dict]:
     return sorted(newest_first, key=rank)
 
 
-class ReplicaSetController(Controller):
+class ReplicaSetController(OwnerController):
+    resource_key = _KEY
+    owner_kind = "ReplicaSet"
+    owner_group = "apps"
     keys = (_KEY, "pods")
-
-    def start(self) -> None:
-        for entry in list(self.cluster.store.entries(_KEY)):
-            meta = entry.obj["metadata"]
-            self.sync(meta["namespace"], meta["name"])
-
-    def on_event(self, event: Event) -> None:
-        if event.key == _KEY:
-            if event.type in (ADDED, MODIFIED):
-                self.sync(event.namespace, event.obj["metadata"]["name"])
-            return
-        ref = controlled_by(event.obj, "ReplicaSet", "apps")
-        if ref is not None:
-            self.sync(event.namespace, ref.get("name", ""))
-        elif event.type in (ADDED, MODIFIED) and controller_ref(event.obj) is None and \
-                not event.obj["metadata"].get("deletionTimestamp"):
-            self._adopt_into_matching(event.obj)
 
     def _adopt_into_matching(self, pod: dict) -> None:
         labels = pod["metadata"].get("labels") or {}
@@ -64,46 +49,47 @@ class ReplicaSetController(Controller):
                 self.sync(rs["metadata"]["namespace"], rs["metadata"]["name"])
                 return
 
-    def sync(self, namespace: str, name: str) -> None:
+    def on_unowned_event(self, event: Event) -> None:
+        if event.type in (ADDED, MODIFIED) and controller_ref(event.obj) is None and \
+                not event.obj["metadata"].get("deletionTimestamp"):
+            self._adopt_into_matching(event.obj)
+
+    def reconcile(self, rs: dict) -> None:
         cluster = self.cluster
+        namespace, name = rs["metadata"]["namespace"], rs["metadata"]["name"]
         rt = cluster.registry.by_key(_KEY)
-        with cluster.lock:
-            entry = cluster.store.get(_KEY, namespace, name)
-            if entry is None or entry.obj["metadata"].get("deletionTimestamp"):
-                return
-            rs = entry.obj
-            spec = rs.get("spec") or {}
-            uid = rs["metadata"]["uid"]
-            pods = owned(cluster, uid, "pods") + adopt_orphans(cluster, rs, spec.get("selector"))
-            active = [p for p in pods if is_active(p)]
-            wanted = int(spec.get("replicas", 1))
-            if len(active) < wanted:
-                for _index in range(wanted - len(active)):
-                    body = pod_from_template(spec.get("template") or {}, namespace, rs, f"{name}-")
-                    pod = create_pod(cluster, rs, body, COMPONENT)
-                    if pod is None:
-                        break
-                    active.append(pod)
-            elif len(active) > wanted:
-                for pod in _deletion_order(active)[:len(active) - wanted]:
-                    if delete_pod(cluster, rs, pod, COMPONENT):
-                        active.remove(pod)
-            entry = cluster.store.get(_KEY, namespace, name)
-            if entry is None:
-                return
-            selector = spec.get("selector")
-            labelled = [p for p in active if match_label_selector_object(selector, p["metadata"].get("labels") or {})]
-            ready = sum(1 for p in active if is_ready(p))
-            status = {k: v for k, v in (entry.obj.get("status") or {}).items()
-                      if k not in ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas",
-                                   "observedGeneration")}
-            status["replicas"] = len(active)
-            for field, value in (("fullyLabeledReplicas", len(labelled)), ("readyReplicas", ready),
-                                 ("availableReplicas", ready)):
-                if value:
-                    status[field] = value
-            status["observedGeneration"] = rs["metadata"].get("generation", 1)
-            write_status(cluster, rt, entry.obj, status)
+        spec = rs.get("spec") or {}
+        uid = rs["metadata"]["uid"]
+        pods = owned(cluster, uid, "pods") + adopt_orphans(cluster, rs, spec.get("selector"))
+        active = [p for p in pods if is_active(p)]
+        wanted = int(spec.get("replicas", 1))
+        if len(active) < wanted:
+            for _index in range(wanted - len(active)):
+                body = pod_from_template(spec.get("template") or {}, namespace, rs, f"{name}-")
+                pod = create_pod(cluster, rs, body, COMPONENT)
+                if pod is None:
+                    break
+                active.append(pod)
+        elif len(active) > wanted:
+            for pod in _deletion_order(active)[:len(active) - wanted]:
+                if delete_pod(cluster, rs, pod, COMPONENT):
+                    active.remove(pod)
+        entry = cluster.store.get(_KEY, namespace, name)
+        if entry is None:
+            return
+        selector = spec.get("selector")
+        labelled = [p for p in active if match_label_selector_object(selector, p["metadata"].get("labels") or {})]
+        ready = sum(1 for p in active if is_ready(p))
+        status = {k: v for k, v in (entry.obj.get("status") or {}).items()
+                  if k not in ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas",
+                               "observedGeneration")}
+        status["replicas"] = len(active)
+        for field, value in (("fullyLabeledReplicas", len(labelled)), ("readyReplicas", ready),
+                             ("availableReplicas", ready)):
+            if value:
+                status[field] = value
+        status["observedGeneration"] = rs["metadata"].get("generation", 1)
+        write_status(cluster, rt, entry.obj, status)
 
 
 def register(cluster, manager) -> None:

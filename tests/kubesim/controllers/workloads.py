@@ -14,6 +14,8 @@ from .. import events
 from ..api import now_iso
 from ..errors import ApiError
 from ..selectors import match_label_selector_object
+from ..store import ADDED, DELETED, MODIFIED, Event
+from . import Controller
 
 _SAFE_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -179,3 +181,62 @@ def adopt_orphans(cluster, owner: dict, selector: dict | None) -> list[dict]:
         except ApiError:
             continue
     return adopted
+
+
+class OwnerController(Controller):
+    """A controller of one owner kind (Deployment, ReplicaSet, DaemonSet, Job, CronJob): it reconciles every
+    owner at start, an owner when it changes, and the owner of a dependent (found by the dependent's
+    controller reference) when the dependent changes. Subclasses set `resource_key`, `owner_kind`,
+    `owner_group` and `keys`, and implement `reconcile`; `forget`, `on_other_event`, `on_dependent_event`
+    and `on_unowned_event` are optional hooks."""
+    resource_key = ""
+    owner_kind = ""
+    owner_group = ""
+
+    def start(self) -> None:
+        self.sync_all()
+
+    def sync_all(self) -> None:
+        for entry in list(self.cluster.store.entries(self.resource_key)):
+            meta = entry.obj["metadata"]
+            self.sync(meta["namespace"], meta["name"])
+
+    def on_event(self, event: Event) -> None:
+        if event.key == self.resource_key:
+            if event.type == DELETED:
+                self.forget(event.obj)
+            elif event.type in (ADDED, MODIFIED):
+                self.sync(event.namespace, event.obj["metadata"]["name"])
+            return
+        if self.on_other_event(event):
+            return
+        ref = controlled_by(event.obj, self.owner_kind, self.owner_group)
+        if ref is not None:
+            self.on_dependent_event(event, ref)
+            self.sync(event.namespace, ref.get("name", ""))
+        else:
+            self.on_unowned_event(event)
+
+    def sync(self, namespace: str, name: str) -> None:
+        """Reconcile one owner, unless it is gone or being deleted."""
+        with self.cluster.lock:
+            entry = self.cluster.store.get(self.resource_key, namespace, name)
+            if entry is None or entry.obj["metadata"].get("deletionTimestamp"):
+                return
+            self.reconcile(entry.obj)
+
+    def reconcile(self, owner: dict) -> None:
+        raise NotImplementedError
+
+    def forget(self, owner: dict) -> None:
+        """The owner was deleted."""
+
+    def on_other_event(self, event: Event) -> bool:
+        """An event of another watched kind, before the dependent check; True when handled."""
+        return False
+
+    def on_dependent_event(self, event: Event, ref: dict) -> None:
+        """A dependent of an owner of this kind changed (before the owner is reconciled)."""
+
+    def on_unowned_event(self, event: Event) -> None:
+        """A dependent-kind event for an object no owner of this kind controls."""
