@@ -199,6 +199,7 @@ class Connection:
         self._refreshed = False
         self._read_in_full = False
         self.retried: List[dict] = []
+        self.last_resource_version: Optional[str] = None
 
     @classmethod
     def from_params(cls, params: dict, **kwargs: Any) -> "Connection":
@@ -386,6 +387,8 @@ class Connection:
                     return []
                 raise
             items.extend(page.get("items") or [])
+            if token is None:  # the first page's resourceVersion: where a watch of this list starts
+                self.last_resource_version = (page.get("metadata") or {}).get("resourceVersion")
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items

@@ -123,7 +123,8 @@ class CronJobController(OwnerController):
     def forget(self, owner: dict) -> None:
         self._armed.pop(owner["metadata"]["uid"], None)
 
-    def reconcile(self, cronjob: dict) -> None:
+    def reconcile(self, owner: dict) -> None:
+        cronjob = owner
         namespace, name = cronjob["metadata"]["namespace"], cronjob["metadata"]["name"]
         self._sync_status(cronjob)
         self._cleanup(cronjob)

@@ -134,7 +134,8 @@ class DaemonSetController(OwnerController):
             self.sync_all()
         return True
 
-    def reconcile(self, ds: dict) -> None:
+    def reconcile(self, owner: dict) -> None:
+        ds = owner
         cluster = self.cluster
         namespace, name = ds["metadata"]["namespace"], ds["metadata"]["name"]
         spec = ds.get("spec") or {}

@@ -79,7 +79,8 @@ class DeploymentController(OwnerController):
     owner_group = "apps"
     keys = (_KEY, _RS_KEY)
 
-    def reconcile(self, deployment: dict) -> None:
+    def reconcile(self, owner: dict) -> None:
+        deployment = owner
         cluster = self.cluster
         namespace, name = deployment["metadata"]["namespace"], deployment["metadata"]["name"]
         spec = deployment.get("spec") or {}

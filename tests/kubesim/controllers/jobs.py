@@ -117,7 +117,8 @@ class JobController(OwnerController):
         if event.type == DELETED and state is not None:
             self._record(state, event.obj, deleted=True)
 
-    def reconcile(self, job: dict) -> None:
+    def reconcile(self, owner: dict) -> None:
+        job = owner
         cluster = self.cluster
         pods = owned(cluster, job["metadata"]["uid"], "pods")
         state = self._state(job, pods)

@@ -54,7 +54,8 @@ class ReplicaSetController(OwnerController):
                 not event.obj["metadata"].get("deletionTimestamp"):
             self._adopt_into_matching(event.obj)
 
-    def reconcile(self, rs: dict) -> None:
+    def reconcile(self, owner: dict) -> None:
+        rs = owner
         cluster = self.cluster
         namespace, name = rs["metadata"]["namespace"], rs["metadata"]["name"]
         rt = cluster.registry.by_key(_KEY)

@@ -1,0 +1,229 @@
+"""`kubevirt_ops.rebalance.vm_migration_verify` against the simulator: a descheduler-triggered migration passes,
+a failed one fails with its reason, a strategy None VM that is restarted fails on its UID, a hung migration times
+out naming the open check, a drain-triggered migration is classified as drain, the requests while waiting do not
+grow with the waiting time, and the module returns within a second of the deciding event."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config, watch
+
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.verification import record, verify
+
+from .conftest import ROOT, kubectl_available
+from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
+from .test_reference_rebalance import PAGE_POLICY
+
+ANSIBLE = Path(sys.executable).parent / "ansible"
+MODULE = "kubevirt_ops.rebalance.vm_migration_verify"
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def run_module(sim, expect_failure: bool = False, **args) -> dict:
+    """Run the module once with the venv's ansible (ad hoc, local connection) and return its result."""
+    workdir = Path(sim.kubeconfig).parent
+    inventory = workdir / "inventory"
+    inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
+    args.setdefault("kubeconfig", sim.kubeconfig)
+    temp = workdir / "tmp"
+    temp.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "TMPDIR": str(temp),
+           "PATH": "{0}:{1}".format(Path(sys.executable).parent, os.environ.get("PATH", ""))}
+    command = [str(ANSIBLE), "-i", str(inventory), "localhost", "-m", MODULE, "-a", json.dumps(args)]
+    process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    match = re.search(r"^localhost \| (SUCCESS|FAILED!) => ", process.stdout, re.MULTILINE)
+    assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
+    result = json.loads(process.stdout[match.end():])
+    assert (match.group(1) == "FAILED!") == expect_failure, process.stdout
+    return result
+
+
+def params(sim, **extra) -> dict:
+    return {"kubeconfig": sim.kubeconfig, "api_retries": 5, "api_timeout": 120, "descheduler_namespace": "descheduler",
+            "descheduler_name": "descheduler", "require_trigger": "any", "min_moved": 1, "timeout": 60, **extra}
+
+
+def core(sim) -> client.CoreV1Api:
+    return client.CoreV1Api(config.new_client_from_config(sim.kubeconfig))
+
+
+def launcher_of(sim, namespace: str, vmi: str) -> str:
+    pods = sim.kubectl_json("get", "pods", "-n", namespace, "-l", "kubevirt.io=virt-launcher")["items"]
+    return next(p["metadata"]["name"] for p in pods if p["metadata"]["name"].startswith("virt-launcher-{0}-".format(vmi))
+                and p["status"].get("phase") == "Running")
+
+
+def evict(sim, namespace: str, pod: str, descheduler: bool = False) -> None:
+    body = client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=namespace,
+                                                          annotations={"requested-by": "sigs.k8s.io/descheduler"} if descheduler else None))
+    try:
+        core(sim).create_namespaced_pod_eviction(pod, namespace, body)
+    except client.exceptions.ApiException as error:
+        assert error.status == 429, error  # KubeVirt answers 429 when it migrates instead
+
+
+def apply_page_policy(sim, tmp_path: Path) -> None:
+    """Edit the policy ConfigMap as the page does (kubectl edit with an editor that writes the page's policy)."""
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(PAGE_POLICY)
+    editor = tmp_path / "editor.py"
+    editor.write_text(textwrap.dedent(f"""\
+        import sys, yaml
+        doc = yaml.safe_load(open(sys.argv[1]))
+        doc["data"]["policy.yaml"] = open({str(policy_file)!r}).read()
+        yaml.safe_dump(doc, open(sys.argv[1], "w"))
+        """))
+    sim.kubectl("-n", "descheduler", "edit", "configmap", "descheduler", env={"EDITOR": f"{sys.executable} {editor}"})
+
+
+def evict_and_verify(sim, vm: str, fault: str | None = None, **options) -> dict:
+    """Record vms/<vm>, optionally annotate a simulator migration fault, evict its launcher as a drain does (no
+    descheduler annotation), and verify; returns the module result."""
+    if fault:
+        sim.kubectl("annotate", "vmi", vm, "-n", "vms", "kubesim.io/migration=" + fault)
+    before = record(params(sim, mode="record", names=["vms/" + vm]))
+    evict(sim, "vms", before["baseline"][vm]["launcher"])
+    return verify(params(sim, names=["vms/" + vm], baseline=before["baseline"], **options))
+
+
+# ------------------------------------------------------------------------------------------ tests
+@pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+def test_descheduler_migration_passes_with_evidence(simulator, tmp_path):
+    sim = simulator("rebalance-two-workers")
+    before = run_module(sim, mode="record", namespace="desched-test", label_selector="app=desched-test")
+    assert {e["node"] for e in before["baseline"].values()} == {"worker-a"}
+    apply_page_policy(sim, tmp_path)
+    evidence = tmp_path / "evidence" / "rebalance.json"
+    result = run_module(sim, namespace="desched-test", label_selector="app=desched-test", baseline=before["baseline"], timeout=90,
+                        require_trigger="descheduler", min_moved=1, evidence_path=str(evidence))
+    assert result["passed"] is True and result["failed_vms"] == [], result
+    moved = [vm for vm in result["vms"] if vm["verdict"] == "pass"]
+    assert len(moved) >= 1
+    vm = moved[0]
+    assert vm["trigger"] == "descheduler"
+    assert vm["migration"]["name"].startswith("kubevirt-evacuation-")
+    assert (vm["migration"]["source_node"], vm["migration"]["target_node"]) == ("worker-a", "worker-b")
+    assert vm["uid_after"] == before["baseline"][vm["name"]]["uid"]
+    assert all(c["result"] == "pass" for c in vm["checks"].values())
+    assert any("Eviction in background assumed" in line and before["baseline"][vm["name"]]["launcher"] in line for line in vm["descheduler_log"])
+    # cluster state agrees
+    vmi = sim.kubectl_json("get", "vmi", vm["name"], "-n", "desched-test")
+    assert vmi["status"]["nodeName"] == "worker-b" and vmi["metadata"]["uid"] == vm["uid_before"]
+    assert json.loads(evidence.read_text())["passed"] is True
+    table = evidence.with_suffix(".md").read_text()
+    assert "| desched-test/{0} | pass | worker-a | worker-b |".format(vm["name"]) in table
+
+
+def test_failed_migration_fails_with_its_reason(simulator):
+    sim = simulator("maintenance")
+    result = evict_and_verify(sim, "vm-live", "fail", timeout=60)
+    vm = result["vms"][0]
+    assert result["passed"] is False and result["failed_vms"] == ["vms/vm-live"]
+    assert vm["verdict"] == "fail" and "migration_succeeded" in vm["failed_checks"]
+    assert vm["migration"]["phase"] == "Failed"
+    assert vm["migration"]["failure_reason"] and vm["migration"]["failure_reason"] in vm["reason"]
+    assert result["waited_seconds"] < 30
+
+
+def test_strategy_none_vm_is_restarted_and_fails_on_uid(simulator):
+    sim = simulator("maintenance")
+    result = evict_and_verify(sim, "vm-none", timeout=60)
+    vm = result["vms"][0]
+    assert result["passed"] is False and vm["verdict"] == "fail"
+    assert vm["failed_checks"] == ["uid_unchanged"] and vm["migration"] is None
+    assert sim.kubectl_json("get", "vmims", "-n", "vms")["items"] == [] or all(
+        m["spec"]["vmiName"] != "vm-none" for m in sim.kubectl_json("get", "vmims", "-n", "vms")["items"])
+
+
+def test_hung_migration_times_out_naming_the_open_check(simulator):
+    sim = simulator("maintenance")
+    result = evict_and_verify(sim, "vm-live", "hang", timeout=4)
+    vm = result["vms"][0]
+    assert result["passed"] is False and result["timed_out"] is True
+    assert vm["verdict"] == "timeout" and "migration_succeeded" in vm["open_checks"]
+    assert "migration_succeeded" in vm["reason"] and vm["migration"]["name"] in vm["reason"]
+    assert 4 <= result["waited_seconds"] < 5
+
+
+def test_drain_triggered_migration_is_classified_as_drain(simulator):
+    sim = simulator("maintenance")
+    result = evict_and_verify(sim, "vm-live", timeout=60, require_trigger="drain")
+    vm = result["vms"][0]
+    assert result["passed"] is True, (vm["reason"], vm["migration"])
+    assert vm["trigger"] == "drain" and vm["checks"]["trigger"]["result"] == "pass"
+    assert vm["migration"]["name"].startswith("kubevirt-evacuation-") and vm["descheduler_log"] == []
+    after = sim.kubectl_json("get", "vmi", "vm-live", "-n", "vms")
+    assert after["metadata"]["uid"] == vm["uid_before"] and after["status"]["nodeName"] != vm["source_node"]
+
+
+def test_requests_while_waiting_do_not_grow_with_the_waiting_time(simulator):
+    sim = simulator("maintenance")
+    before = record(params(sim, mode="record", names=["vms/vm-live"]))
+    counts = []
+    for seconds in (2, 6):
+        sim.reset_counters()
+        result = verify(params(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=seconds))
+        assert result["vms"][0]["verdict"] == "not_moved" and result["timed_out"] is True
+        counts.append(sim.admin("GET", "counters?cluster=workload")["workload"]["total"])
+    assert counts[0] == counts[1], counts
+
+
+def test_returns_within_a_second_of_the_deciding_event(simulator):
+    sim = simulator("maintenance")
+    sim.kubectl("annotate", "vmi", "vm-live", "-n", "vms", "kubesim.io/migration=fail")
+    before = record(params(sim, mode="record", names=["vms/vm-live"]))
+    seen = {}
+
+    def watch_failure():
+        api = client.CustomObjectsApi(config.new_client_from_config(sim.kubeconfig))
+        for event in watch.Watch().stream(api.list_namespaced_custom_object, "kubevirt.io", "v1", "vms",
+                                          "virtualmachineinstancemigrations", timeout_seconds=60):
+            if (event["object"].get("status") or {}).get("phase") == "Failed":
+                seen["at"] = time.monotonic()
+                return
+    watcher = threading.Thread(target=watch_failure, daemon=True)
+    watcher.start()
+    time.sleep(0.5)
+    done = {}
+
+    def run():
+        done["result"] = verify(params(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=60))
+        done["at"] = time.monotonic()
+    runner = threading.Thread(target=run)
+    runner.start()
+    time.sleep(1.0)
+    evict(sim, "vms", before["baseline"]["vm-live"]["launcher"])
+    runner.join(60)
+    watcher.join(5)
+    assert done["result"]["vms"][0]["verdict"] == "fail", done["result"]
+    assert "at" in seen, done["result"]
+    assert done["at"] - seen["at"] < 1.0, (done["at"] - seen["at"], done["result"]["watch"], done["result"]["waited_seconds"])
+
+
+def test_watch_errors_reconnect_and_410_gone_lists_again(simulator):
+    sim = simulator("maintenance")
+    before = record(params(sim, mode="record", names=["vms/vm-live"]))
+    sim.add_fault(verb="watch", resource="virtualmachineinstances", drop=True, count=1)
+    sim.add_fault(verb="watch", resource="virtualmachineinstancemigrations", status=410, reason="Expired",
+                  message="too old resource version", count=1)
+    sim.reset_counters()
+    runner_result = {}
+    options = params(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=60, require_trigger="drain")
+    runner = threading.Thread(target=lambda: runner_result.update(verify(options)))
+    runner.start()
+    time.sleep(1.5)
+    evict(sim, "vms", before["baseline"]["vm-live"]["launcher"])
+    runner.join(60)
+    assert runner_result["passed"] is True, [(vm["reason"], vm["migration"]) for vm in runner_result["vms"]]
+    assert runner_result["watch"]["reconnects"] >= 2 and runner_result["watch"]["relists_after_410"] == 1
+    assert sim.counters()["list virtualmachineinstancemigrations"] == 2
