@@ -205,27 +205,12 @@ api:
   type: dict
 """
 
-import copy
-
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.connection import connection_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.descheduler_run import RUN_ARG_SPEC, run
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
-
-
-def argument_spec() -> dict:
-    spec = connection_argument_spec()
-    spec.update(copy.deepcopy(RUN_ARG_SPEC))
-    return spec
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
 
 
 def main() -> None:
-    module = AnsibleK8SModule(argument_spec=argument_spec(), supports_check_mode=True)
-    try:
-        result = run(module.params, check_mode=module.check_mode)
-    except RebalanceError as error:
-        module.fail_json(msg=error.message, error=error.as_dict())
-    module.exit_json(**result)
+    run_module(RUN_ARG_SPEC, lambda params, check_mode: run(params, check_mode=check_mode))
 
 
 if __name__ == "__main__":

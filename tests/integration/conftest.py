@@ -120,23 +120,3 @@ def fresh_two_workers(tmp_path) -> KubeSim:
 
 def kubectl_available() -> bool:
     return shutil.which("kubectl") is not None
-
-
-def run_ansible_module(sim: KubeSim, module: str, args: dict, check: bool = False) -> tuple:
-    """Run one module with the venv's `ansible` (ad hoc, local connection, the simulator's kubeconfig) and return
-    (status word SUCCESS|CHANGED|FAILED!, result dict)."""
-    import re  # pylint: disable=import-outside-toplevel
-    workdir = Path(sim.kubeconfig).parent
-    inventory = workdir / "inventory"
-    inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
-    temp = workdir / "tmp"
-    temp.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "TMPDIR": str(temp),
-           "PATH": "{0}:{1}".format(Path(sys.executable).parent, os.environ.get("PATH", ""))}
-    command = [str(Path(sys.executable).parent / "ansible"), "-i", str(inventory), "localhost", "-m", module,
-               "-a", json.dumps({"kubeconfig": sim.kubeconfig, **args})] + (["--check"] if check else [])
-    process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
-    match = re.search(r"^localhost \| (SUCCESS|CHANGED|FAILED!) => ", process.stdout, re.MULTILINE)
-    assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
-    return match.group(1), json.loads(process.stdout[match.end():])

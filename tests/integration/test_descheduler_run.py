@@ -4,11 +4,10 @@ one Job with the manual annotation and the CronJob as owner; a policy the desche
 upstream message; check mode creates no Job; a suspended CronJob with trigger=wait is refused."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from .conftest import kubectl_available, run_ansible_module, start_kubesim, stop_kubesim
+from .ansible_run import run_ansible_module
+from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .test_descheduler_policy import PAGE_OPTIONS
 from .test_reference_rebalance import PAGE_POLICY
 
@@ -24,9 +23,9 @@ def sim(tmp_path):
 
 
 def apply_page_policy(sim) -> None:
-    status, result = run_ansible_module(sim, "kubevirt_ops.rebalance.descheduler_policy",
-                                        dict(PAGE_OPTIONS, backup_dir=str(sim.home / "backups"), cluster_name="workload"))
-    assert status == "CHANGED", result
+    result = run_ansible_module(sim, "kubevirt_ops.rebalance.descheduler_policy",
+                                dict(PAGE_OPTIONS, backup_dir=str(sim.home / "backups"), cluster_name="workload"))
+    assert result["changed"], result
 
 
 def manual_jobs(sim) -> list:
@@ -36,8 +35,8 @@ def manual_jobs(sim) -> list:
 
 def test_next_scheduled_run_requests_one_background_eviction_and_a_vm_moves(sim):
     apply_page_policy(sim)
-    status, run = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 60})
-    assert status == "SUCCESS" and run["changed"] is False and run["trigger"] == "wait", run
+    run = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 60})
+    assert run["changed"] is False and run["trigger"] == "wait", run
     assert run["job"]["result"] == "Complete" and run["job"]["manual"] is False
     categories = {c["node"]: c["category"] for c in run["classification"]}
     assert categories == {"worker-a": "overutilized", "worker-b": "underutilized"}
@@ -53,14 +52,14 @@ def test_next_scheduled_run_requests_one_background_eviction_and_a_vm_moves(sim)
     vm = "-".join(eviction["name"].split("-")[2:-1])  # virt-launcher-<vm>-<suffix>
     sim.kubectl("wait", "--for=jsonpath={.status.nodeName}=worker-b", "vmi/" + vm, "-n", "desched-test", "--timeout=30s")
     # two more runs: the other VM, then the page's stop line; the swap check sees no swap
-    _status, second = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 60, "previous_run": run})
+    second = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 60, "previous_run": run})
     assert second["totals"]["eviction_requests"] in (0, 1) and second["category_swaps"] == []
 
 
 def test_create_makes_one_manual_job_owned_by_the_cronjob(sim):
     cronjob = sim.kubectl_json("-n", "descheduler", "get", "cronjob", "descheduler")
-    status, run = run_ansible_module(sim, MODULE, {"trigger": "create", "timeout": 60})
-    assert status == "CHANGED" and run["trigger"] == "create" and run["job"]["created"] is True, run
+    run = run_ansible_module(sim, MODULE, {"trigger": "create", "timeout": 60})
+    assert run["changed"] and run["trigger"] == "create" and run["job"]["created"] is True, run
     [job] = manual_jobs(sim)
     assert job["metadata"]["name"] == run["job"]["name"] and job["metadata"]["name"].startswith("descheduler-manual-")
     owner = job["metadata"]["ownerReferences"][0]
@@ -81,8 +80,7 @@ def test_policy_the_descheduler_rejects_fails_the_run_with_the_upstream_message(
     manifest = sim.kubectl("-n", "descheduler", "create", "configmap", "descheduler", "--from-file=policy.yaml=" + str(policy),
                            "--dry-run=client", "-o", "yaml").stdout
     sim.kubectl("apply", "-f", "-", input=manifest)
-    status, result = run_ansible_module(sim, MODULE, {"trigger": "create", "timeout": 60})
-    assert status == "FAILED!", result
+    result = run_ansible_module(sim, MODULE, {"trigger": "create", "timeout": 60}, expect_failure=True)
     assert "only Exclude namespaces can be set, inclusion is not supported" in result["msg"]
     assert result["error"]["type"] == "RunFailed" and result["error"]["run"]["job"]["result"] == "Failed"
     assert any('"command failed"' in line for line in result["error"]["run"]["errors"])
@@ -91,8 +89,8 @@ def test_policy_the_descheduler_rejects_fails_the_run_with_the_upstream_message(
 
 
 def test_check_mode_creates_no_job(sim):
-    status, run = run_ansible_module(sim, MODULE, {"trigger": "create", "job_name": "checked"}, check=True)
-    assert status == "CHANGED" and run["would_create"]["metadata"]["name"] == "checked", run
+    run = run_ansible_module(sim, MODULE, {"trigger": "create", "job_name": "checked"}, check=True)
+    assert run["changed"] and run["would_create"]["metadata"]["name"] == "checked", run
     assert run["would_create"]["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
     assert manual_jobs(sim) == []
     assert sim.kubectl("-n", "descheduler", "get", "job", "checked", check=False).returncode != 0
@@ -100,7 +98,6 @@ def test_check_mode_creates_no_job(sim):
 
 def test_wait_on_a_suspended_cronjob_is_refused_with_the_fix(sim):
     sim.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-    status, result = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 30})
-    assert status == "FAILED!" and "is suspended" in result["msg"] and "trigger=create" in result["msg"]
+    result = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 30}, expect_failure=True)
+    assert "is suspended" in result["msg"] and "trigger=create" in result["msg"]
     assert manual_jobs(sim) == []
-    assert sys.executable  # the module ran with the venv's Python
