@@ -226,8 +226,8 @@ class Run:
             result["changed"] = True
             if self.check_mode:
                 result.update(would_create=job, job={"name": name, "created": False, "manual": True, "result": None},
-                              msg="check mode: would create Job {0}/{1} from {2}".format(self.options["namespace"], name,
-                                                                                      self._where(kind, workload)))
+                              msg="check mode: would create Job {0}/{1} from {2}".format(
+                                  self.options["namespace"], name, self._where(kind, workload)))
                 return dict(result, **klog.run_summary([]), log_lines=[], category_swaps=[], waited_seconds=0.0, finished_at=_iso(self.now()))
             records, job_info, pod = self._watch_job(workload, container, create=job)
         elif kind == "CronJob":
@@ -293,11 +293,11 @@ class Run:
                 raise RunFailed("no new Job of {0} within {1}s".format(self._where("CronJob", cronjob), self.options["timeout"]),
                                 "Raise timeout to more than the schedule's interval ({0!r}), or use trigger=create.".format(
                                     (cronjob.get("spec") or {}).get("schedule")), path="timeout")
-            raise RunFailed("Job {0}/{1} still {2} after {3}s".format(namespace, meta(job).get("name"), desched.job_result(job),
-                                                                     self.options["timeout"]),
+            raise RunFailed("Job {0}/{1} still {2} after {3}s".format(
+                namespace, meta(job).get("name"), desched.job_result(job), self.options["timeout"]),
                             "Check the Job's Pod (kubectl -n {0} describe job {1}), or raise timeout.".format(namespace, meta(job).get("name")),
                             path="timeout")
-        outcome, pod = state["outcome"]
+        outcome, pod = state["outcome"][0], state["outcome"][1]
         status = job.get("status") or {}
         info = {"name": meta(job).get("name"), "created": create is not None,
                 "manual": (meta(job).get("annotations") or {}).get(MANUAL_ANNOTATION) == "manual", "result": outcome,
@@ -331,8 +331,8 @@ class Run:
                     return fresh, None, name
             first = False
             if self.clock() >= self.deadline:
-                raise RunFailed("no complete descheduling cycle of {0} within {1}s".format(self._where("Deployment", deployment),
-                                                                                      self.options["timeout"]),
+                raise RunFailed("no complete descheduling cycle of {0} within {1}s".format(
+                    self._where("Deployment", deployment), self.options["timeout"]),
                                 "Raise timeout to more than --descheduling-interval, and check the Pod{0}.".format(
                                     " " + pod_name if pod_name else "s"), path="timeout")
             self.sleep(min(DEPLOYMENT_LOG_INTERVAL, max(0.0, self.deadline - self.clock())))
