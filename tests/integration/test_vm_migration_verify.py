@@ -28,8 +28,8 @@ MODULE = "kubevirt_ops.rebalance.vm_migration_verify"
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def run_module(sim, expect_failure: bool = False, **args) -> dict:
-    """Run the module once with the venv's ansible (ad hoc, local connection) and return its result."""
+def run_module(sim, expect_failure: bool = False, module: str = MODULE, **args) -> dict:
+    """Run a module (this file's by default) once with the venv's ansible (ad hoc, local connection) and return its result."""
     workdir = Path(sim.kubeconfig).parent
     inventory = workdir / "inventory"
     inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
@@ -39,7 +39,7 @@ def run_module(sim, expect_failure: bool = False, **args) -> dict:
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "TMPDIR": str(temp),
            "PATH": "{0}:{1}".format(Path(sys.executable).parent, os.environ.get("PATH", ""))}
-    command = [str(ANSIBLE), "-i", str(inventory), "localhost", "-m", MODULE, "-a", json.dumps(args)]
+    command = [str(ANSIBLE), "-i", str(inventory), "localhost", "-m", module, "-a", json.dumps(args)]
     process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
     match = re.search(r"^localhost \| (SUCCESS|FAILED!) => ", process.stdout, re.MULTILINE)
     assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
