@@ -279,29 +279,12 @@ ready:
   type: bool
 """
 
-import copy
-
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.connection import connection_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.drain import DRAIN_ARG_SPEC, run
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
-
-
-def argument_spec() -> dict:
-    spec = connection_argument_spec()
-    spec.update(copy.deepcopy(DRAIN_ARG_SPEC))
-    return spec
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
 
 
 def main() -> None:
-    module = AnsibleK8SModule(argument_spec=argument_spec(), supports_check_mode=True)
-    try:
-        result = run(module.params, module.check_mode)
-    except RebalanceError as error:
-        module.fail_json(msg=error.message, error=error.as_dict())
-    if result.pop("failed", False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    run_module(DRAIN_ARG_SPEC, run)
 
 
 if __name__ == "__main__":

@@ -5,24 +5,17 @@ Deployment Pod and DaemonSet Pods), one acceptance point of issue 8 a test. Most
 function in process (fast); the refusal test runs the module through ansible."""
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.drain import run
 
-from .conftest import ROOT, kubectl_available, start_kubesim, stop_kubesim
+from .ansible_run import run_ansible_module
+from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .drain_scenario import write_scenario
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
 
 NS = "vms"
-ANSIBLE = Path(sys.executable).parent / "ansible"
 NOT_MIGRATABLE = ('admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the request: '
                   "VMI vm-rwo is configured with an eviction strategy but is not live-migratable")
 ALLOW_ALL = {"allow_shutdown": True, "allow_loss": True, "allow_blocked": True}
@@ -35,19 +28,7 @@ def drain(sim, check_mode: bool = False, **args) -> dict:
 
 
 def run_module(sim, expect_failure: bool = False, check: bool = False, **args) -> dict:
-    workdir = Path(sim.kubeconfig).parent
-    inventory = workdir / "inventory"
-    inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
-    args.setdefault("kubeconfig", sim.kubeconfig)
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0"}
-    command = [str(ANSIBLE), "-i", str(inventory), "localhost", "-m", "kubevirt_ops.rebalance.kubevirt_node_drain",
-               "-a", json.dumps(args)] + (["--check"] if check else [])
-    process = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
-    match = re.search(r"^localhost \| (SUCCESS|CHANGED|FAILED!) => ", process.stdout, re.MULTILINE)
-    assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
-    assert (match.group(1) == "FAILED!") == expect_failure, process.stdout
-    return json.loads(process.stdout[match.end():])
+    return run_ansible_module(sim, "kubevirt_ops.rebalance.kubevirt_node_drain", args, check=check, expect_failure=expect_failure)
 
 
 def vmis(sim) -> dict:
