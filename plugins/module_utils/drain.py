@@ -376,7 +376,7 @@ def drained(connection: Connection, api: NodeApi, options: dict, check_mode: boo
     left = outcome["left_vmis"]
     result.update(
         changed=not was_cordoned or bool(drain.items), cordoned=True, vms=results, pods=pods, summary=summarize(results),
-        moved=moved, left=left, drained=not bad and not [v for v in left if v not in {"{0}/{1}".format(r["namespace"], r["name"])
+        moved=moved, left=left, migrated=["{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] == "migrated"], drained=not bad and not [v for v in left if v not in {"{0}/{1}".format(r["namespace"], r["name"])
                                                                                    for r in results if r["result"] == "blocked"}],
         safe_to_shutdown=safe_to_shutdown(node, left, outcome["pods"]), peak_in_flight=drain.peak_in_flight,
         evictions=api.evictions, watch=outcome["watch"], waited_seconds=round(clock() - started, 3), timed_out=not outcome["finished"],

@@ -232,6 +232,11 @@ moved:
   returned: state=drained
   type: list
   elements: str
+migrated:
+  description: C(namespace/name) of the VMs that live-migrated (for M(kubevirt_ops.rebalance.vm_migration_verify) I(names)).
+  returned: when the drain ran
+  type: list
+  elements: str
 left:
   description: C(namespace/name) of the VMIs still running on the node.
   returned: state=drained
