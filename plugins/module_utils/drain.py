@@ -374,10 +374,11 @@ def drained(connection: Connection, api: NodeApi, options: dict, check_mode: boo
     bad = [r for r in results if r["result"] not in ok_results] + [p for p in pods if p["result"] != "evicted"]
     moved = ["{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] in ("migrated", "restarted", "replaced", "moved")]
     left = outcome["left_vmis"]
+    blocked = {"{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] == "blocked"}
     result.update(
         changed=not was_cordoned or bool(drain.items), cordoned=True, vms=results, pods=pods, summary=summarize(results),
-        moved=moved, left=left, migrated=["{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] == "migrated"], drained=not bad and not [v for v in left if v not in {"{0}/{1}".format(r["namespace"], r["name"])
-                                                                                   for r in results if r["result"] == "blocked"}],
+        moved=moved, left=left, migrated=["{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] == "migrated"],
+        drained=not bad and all(v in blocked for v in left),
         safe_to_shutdown=safe_to_shutdown(node, left, outcome["pods"]), peak_in_flight=drain.peak_in_flight,
         evictions=api.evictions, watch=outcome["watch"], waited_seconds=round(clock() - started, 3), timed_out=not outcome["finished"],
         api={"retries": len(connection.retried), "retried": connection.retried[-20:]})

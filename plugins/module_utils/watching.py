@@ -72,8 +72,8 @@ class WatchSet:
         return self.deadline - self._clock()
 
     def _list(self, stream: Stream) -> List[dict]:
-        items = self.connection.list(stream.resource, namespace=stream.namespace, label_selector=stream.label_selector,
-                                     field_selector=stream.field_selector)
+        extra = {"field_selector": stream.field_selector} if stream.field_selector else {}
+        items = self.connection.list(stream.resource, namespace=stream.namespace, label_selector=stream.label_selector, **extra)
         stream.resource_version = self.connection.last_resource_version
         self.stats["lists"] += 1
         return items

@@ -17,8 +17,8 @@ def write_scenario(path: Path, count: int = 20, time_scale: float = 20, namespac
     nodes = [objects.worker_node("worker-{0}".format(i)) for i in (1, 2, 3)]
     vms = [objects.vm("vm-{0:02d}".format(i), namespace, eviction_strategy="LiveMigrate", preferred_node="worker-1",
                       labels={"app": "drain-bench"}) for i in range(count)]
+    workload = {"namespaces": ["kubevirt", namespace], "objects": nodes + [objects.hyperconverged()] + vms}
     scenario = {"name": "drain-{0}-vms".format(count), "description": "{0} LiveMigrate VMs on worker-1".format(count),
-                "timeScale": time_scale, "clusters": {"workload": {"namespaces": ["kubevirt", namespace],
-                                                                  "objects": nodes + [objects.hyperconverged()] + vms}}}
+                "timeScale": time_scale, "clusters": {"workload": workload}}
     path.write_text(yaml.safe_dump(scenario, sort_keys=False))
     return path
