@@ -88,7 +88,7 @@ def measure(name: str, scenario: Path, count: int, workdir: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--vms", type=int, default=20)
     parser.add_argument("--time-scale", type=float, default=5, help="simulated seconds per real second (migration ~10 simulated s)")
     args = parser.parse_args()
