@@ -149,28 +149,12 @@ watch:
   type: dict
 """
 
-import copy
-
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.connection import connection_argument_spec
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.migration_wait import WAIT_ARG_SPEC, wait
-
-
-def argument_spec() -> dict:
-    spec = connection_argument_spec()
-    spec.update(copy.deepcopy(WAIT_ARG_SPEC))
-    return spec
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
 
 
 def main() -> None:
-    module = AnsibleK8SModule(argument_spec=argument_spec(), supports_check_mode=True)
-    try:
-        result = wait(module.params)
-    except RebalanceError as error:
-        details = error.as_dict()
-        module.fail_json(msg=error.message, error=details, **(details.pop("result", None) or {}))
-    module.exit_json(**result)
+    run_module(WAIT_ARG_SPEC, lambda params, check_mode: wait(params))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ def params(sim, **extra) -> dict:
 def test_returns_when_a_slow_migration_succeeds(simulator):
     sim = simulator("rebalance-two-workers")
     name = start_migration(sim, "vm-1", "slow")
-    result = run_module(sim, module=MODULE, namespaces=[NAMESPACE], timeout=60)
+    # in-process, so the wait starts at once (an ansible run may start after the ~4.5 s migration is over)
+    result = wait(params(sim, namespaces=[NAMESPACE], label_selector=None, vmi_names=None, fail_on_failed=False))
     assert result["changed"] is False and result["unfinished"] == 0 and result["failed_migrations"] == []
     entry = next(m for m in result["migrations"] if m["name"] == name)
     assert (entry["vmi"], entry["phase"], entry["source"], entry["target"]) == ("vm-1", "Succeeded", "worker-a", "worker-b")
