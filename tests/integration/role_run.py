@@ -71,6 +71,6 @@ def run_role(sim, role: str, variables: dict, check: bool = False, expect_failur
     command = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook), "-e", "@" + str(extra)] + (["--check"] if check else [])
     process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
     run = RoleRun(process.returncode, process.stdout, process.stderr, json.loads(result_file.read_text()) if result_file.exists() else None)
-    assert run.failed == expect_failure, "expected {0}:\n{1}\n{2}".format("a failure" if expect_failure else "success", process.stdout,
-                                                                           process.stderr)
+    expected = "a failure" if expect_failure else "success"
+    assert run.failed == expect_failure, "expected {0}:\n{1}\n{2}".format(expected, process.stdout, process.stderr)
     return run
