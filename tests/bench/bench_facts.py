@@ -130,8 +130,8 @@ def main() -> int:
                 continue
             ratio = value["seconds"] / floor if floor else 0
             peak = "{0:.0f}".format(value["peak_mib"]) if value.get("peak_mib") else ""
-            print("| {0} | {1} | {2} | {3:.2f} | {4} | {5} | {6:.1f} | {7} |".format(nodes, vms, kind, value["seconds"], peak,
-                                                                                    value["requests"], ratio, value.get("note", "")))
+            cells = (nodes, vms, kind, value["seconds"], peak, value["requests"], ratio, value.get("note", ""))
+            print("| {0} | {1} | {2} | {3:.2f} | {4} | {5} | {6:.1f} | {7} |".format(*cells))
         print("| {0} | {1} | simulator start | {2:.1f} | | | | |".format(nodes, vms, startup))
     return 0
 

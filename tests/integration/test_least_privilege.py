@@ -24,7 +24,7 @@ USERS = ["facts", "policy", "verify", "reduced"]
 
 
 def manifests(module: str) -> list:
-    return [doc for doc in yaml.safe_load_all((RBAC_DIR / "{0}.yaml".format(module)).read_text()) if doc]
+    return yaml.safe_load((RBAC_DIR / "{0}.yaml".format(module)).read_text())["items"]
 
 
 def api(sim, method: str, path: str, body=None):
@@ -236,7 +236,9 @@ def test_policy_absent_without_delete_on_resource_patches_deletes_none(sim, tmp_
 
 def test_every_documented_manifest_is_a_valid_rbac_object():
     for path in sorted(RBAC_DIR.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
+        document = yaml.safe_load(path.read_text())
+        assert document["kind"] == "List" and [d["kind"] for d in document["items"]] == ["ClusterRole", "Role"], path
+        for doc in document["items"]:
             assert doc["apiVersion"] == "rbac.authorization.k8s.io/v1" and doc["kind"] in ("ClusterRole", "Role"), path
             assert doc["metadata"]["name"].startswith("kubevirt-ops-"), path
             for rule in doc["rules"]:

@@ -66,8 +66,8 @@ def granted(sim):
     The runner service account: read pods/status in ops only (via a ClusterRole in a RoleBinding).
     Group auditors: list everything in every group, get nothing."""
     admin(sim, "POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}})
-    admin(sim, "POST", f"{RBAC}/clusterroles", role("ClusterRole", "node-reader",
-                                                      [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]))
+    node_reader = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+    admin(sim, "POST", f"{RBAC}/clusterroles", role("ClusterRole", "node-reader", node_reader))
     admin(sim, "POST", f"{RBAC}/clusterrolebindings", binding("ClusterRoleBinding", "alice-nodes", "ClusterRole", "node-reader",
                                                               [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]))
     admin(sim, "POST", f"{RBAC}/namespaces/default/roles", role("Role", "pod-ops", [
@@ -76,8 +76,8 @@ def granted(sim):
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"], "resourceNames": ["allowed"]}], "default"))
     admin(sim, "POST", f"{RBAC}/namespaces/default/rolebindings", binding("RoleBinding", "alice-pods", "Role", "pod-ops",
                                                                           [{"kind": "User", "name": "alice"}], "default"))
-    admin(sim, "POST", f"{RBAC}/clusterroles", role("ClusterRole", "status-reader",
-                                                      [{"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get"]}]))
+    status_reader = [{"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get"]}]
+    admin(sim, "POST", f"{RBAC}/clusterroles", role("ClusterRole", "status-reader", status_reader))
     admin(sim, "POST", f"{RBAC}/namespaces/ops/rolebindings", binding("RoleBinding", "runner", "ClusterRole", "status-reader",
                                                                       [{"kind": "ServiceAccount", "name": "runner"}], "ops"))
     admin(sim, "POST", f"{RBAC}/clusterroles", role("ClusterRole", "lister", [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["list"]}]))
@@ -154,8 +154,8 @@ def test_subresources_need_their_own_rule(granted):
 
 def test_resource_names_limit_a_rule_to_named_objects(granted):
     patch = {"data": {"k": "new"}}
-    status, _ = call(granted, "PATCH", "/api/v1/namespaces/default/configmaps/allowed", token="alice-token", body=patch,
-                     content_type="application/merge-patch+json")
+    status = call(granted, "PATCH", "/api/v1/namespaces/default/configmaps/allowed", token="alice-token", body=patch,
+                  content_type="application/merge-patch+json")[0]
     assert status == 200
     status, doc = call(granted, "PATCH", "/api/v1/namespaces/default/configmaps/other", token="alice-token", body=patch,
                        content_type="application/merge-patch+json")
