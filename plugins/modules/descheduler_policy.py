@@ -282,11 +282,7 @@ error:
   type: dict
 """
 
-import copy
-
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.connection import connection_argument_spec
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_apply import (
     POLICY_ARG_SPEC,
     POLICY_MUTUALLY_EXCLUSIVE,
@@ -295,21 +291,10 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_appl
 )
 
 
-def argument_spec() -> dict:
-    spec = connection_argument_spec()
-    spec.update(copy.deepcopy(POLICY_ARG_SPEC))
-    return spec
-
-
 def main() -> None:
-    module = AnsibleK8SModule(argument_spec=argument_spec(), supports_check_mode=True,
-                              mutually_exclusive=[list(m) for m in POLICY_MUTUALLY_EXCLUSIVE],
-                              required_if=[list(r) for r in POLICY_REQUIRED_IF])
-    try:
-        result = run(module.params, module.check_mode)
-    except RebalanceError as error:
-        module.fail_json(msg=error.message, error=error.as_dict())
-    module.exit_json(**result)
+    run_module(POLICY_ARG_SPEC, run,
+               mutually_exclusive=[list(m) for m in POLICY_MUTUALLY_EXCLUSIVE],
+               required_if=[list(r) for r in POLICY_REQUIRED_IF])
 
 
 if __name__ == "__main__":

@@ -769,27 +769,12 @@ api:
       elements: dict
 """
 
-import copy
-
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.connection import connection_argument_spec
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts import FACTS_ARG_SPEC, gather_eviction_facts
-
-
-def argument_spec() -> dict:
-    spec = connection_argument_spec()
-    spec.update(copy.deepcopy(FACTS_ARG_SPEC))
-    return spec
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
 
 
 def main() -> None:
-    module = AnsibleK8SModule(argument_spec=argument_spec(), supports_check_mode=True)
-    try:
-        result = gather_eviction_facts(module.params)
-    except RebalanceError as error:
-        module.fail_json(msg=error.message, error=error.as_dict())
-    module.exit_json(**result)
+    run_module(FACTS_ARG_SPEC, lambda params, check_mode: gather_eviction_facts(params))
 
 
 if __name__ == "__main__":

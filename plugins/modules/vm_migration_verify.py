@@ -262,28 +262,14 @@ api:
   type: dict
 """
 
-import copy
-
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.connection import connection_argument_spec
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.verification import VERIFY_ARG_SPEC, record, verify
 
 
-def argument_spec() -> dict:
-    spec = connection_argument_spec()
-    spec.update(copy.deepcopy(VERIFY_ARG_SPEC))
-    return spec
-
-
 def main() -> None:
-    module = AnsibleK8SModule(argument_spec=argument_spec(), supports_check_mode=True,
-                              required_if=[["mode", "verify", ["baseline"]]])
-    try:
-        result = record(module.params) if module.params["mode"] == "record" else verify(module.params)
-    except RebalanceError as error:
-        module.fail_json(msg=error.message, error=error.as_dict())
-    module.exit_json(**result)
+    run_module(VERIFY_ARG_SPEC,
+               lambda params, check_mode: record(params) if params["mode"] == "record" else verify(params),
+               required_if=[["mode", "verify", ["baseline"]]])
 
 
 if __name__ == "__main__":

@@ -6,11 +6,6 @@ override brings the chart's policy back; a concurrent edit between read and writ
 first descheduler run moves the VM the plan names."""
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,10 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from .ansible_run import run_ansible_module
 from .conftest import ROOT, start_kubesim, stop_kubesim
 from .test_reference_rebalance import PAGE_POLICY
 
-ANSIBLE = Path(sys.executable).parent / "ansible"
 MODULE = "kubevirt_ops.rebalance.descheduler_policy"
 PAGE = ROOT.parent / "shared" / "reference" / "descheduler-vm-rebalance.md"
 PAGE_OPTIONS = {"nodes": ["worker-a", "worker-b"], "max_pods_to_evict_per_node": 1, "max_pods_to_evict_per_namespace": 1,
@@ -32,28 +27,9 @@ PAGE_YAML = PAGE_POLICY  # the page's verification policy with the scenario's wo
 
 def run_module(sim, check: bool = False, diff: bool = False, expect_failure: bool = False, **args) -> dict:
     workdir = Path(sim.kubeconfig).parent
-    inventory = workdir / "inventory"
-    inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
-    args.setdefault("kubeconfig", sim.kubeconfig)
     args.setdefault("backup_dir", str(workdir / "backups"))
     args.setdefault("cluster_name", "workload")
-    temp = workdir / "tmp"
-    temp.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "TMPDIR": str(temp),
-           "PATH": "{0}:{1}".format(Path(sys.executable).parent, os.environ.get("PATH", ""))}
-    command = [str(ANSIBLE), "-i", str(inventory), "localhost", "-m", MODULE, "-a", json.dumps(args)]
-    command += (["--check"] if check else []) + (["--diff"] if diff else [])
-    process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
-    match = re.search(r"^localhost \| (SUCCESS|CHANGED|FAILED!) => ", process.stdout, re.MULTILINE)
-    assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
-    result = json.loads(process.stdout[match.end():])
-    result["_output"] = process.stdout[:match.start()]
-    if expect_failure:
-        assert process.returncode != 0 and match.group(1) == "FAILED!" and result.get("msg"), process.stdout
-    else:
-        assert process.returncode == 0 and not result.get("failed"), "module failed:\n{0}\n{1}".format(process.stdout, process.stderr)
-    return result
+    return run_ansible_module(sim, MODULE, args, check=check, diff=diff, expect_failure=expect_failure)
 
 
 def configmap(sim) -> dict:

@@ -5,13 +5,13 @@ eviction in the background, the live migration that follows, the pass criteria, 
 from __future__ import annotations
 
 import re
-import sys
 import textwrap
 import time
 
 import pytest
 import yaml
 
+from .ansible_run import edit_policy_as_page
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
@@ -143,20 +143,10 @@ def test_bounded_rebalance_moves_one_vm_per_cycle_and_rolls_back(cluster, tmp_pa
     # Back up, then edit the ConfigMap as the page does; ACP records the edit as a ResourcePatch.
     backup = tmp_path / "descheduler-policy.before-vm-rebalance.yaml"
     backup.write_text(sim.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o", "yaml").stdout)
-    policy_file = tmp_path / "policy.yaml"
-    policy_file.write_text(PAGE_POLICY)
-    editor = tmp_path / "editor.py"
-    editor.write_text(textwrap.dedent(f"""\
-        import sys, yaml
-        doc = yaml.safe_load(open(sys.argv[1]))
-        doc["data"]["policy.yaml"] = open({str(policy_file)!r}).read()
-        yaml.safe_dump(doc, open(sys.argv[1], "w"))
-        """))
     # A slow migration keeps the evacuation markers visible long enough to read them (simulator fault).
     for vm in ("vm-1", "vm-2"):
         sim.kubectl("annotate", "vmi", vm, "-n", "desched-test", "kubesim.io/migration=slow")
-    edited = sim.kubectl("-n", "descheduler", "edit", "configmap", "descheduler",
-                         env={"EDITOR": f"{sys.executable} {editor}"})
+    edited = edit_policy_as_page(sim, tmp_path, PAGE_POLICY)
     assert edited.stdout.strip() == "configmap/descheduler edited"
     warning = re.search(r"Warning: The operation is allowed, and ResourcePatch (rp-[a-z0-9]+) is created", edited.stderr)
     assert warning, edited.stderr

@@ -5,11 +5,6 @@ grow with the waiting time, and the module returns within a second of the decidi
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -19,33 +14,18 @@ from kubernetes import client, config, watch
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.verification import record, verify
 
-from .conftest import ROOT, kubectl_available
+from .ansible_run import edit_policy_as_page, run_ansible_module
+from .conftest import kubectl_available
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
 from .test_reference_rebalance import PAGE_POLICY
 
-ANSIBLE = Path(sys.executable).parent / "ansible"
 MODULE = "kubevirt_ops.rebalance.vm_migration_verify"
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def run_module(sim, expect_failure: bool = False, **args) -> dict:
-    """Run the module once with the venv's ansible (ad hoc, local connection) and return its result."""
-    workdir = Path(sim.kubeconfig).parent
-    inventory = workdir / "inventory"
-    inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
-    args.setdefault("kubeconfig", sim.kubeconfig)
-    temp = workdir / "tmp"
-    temp.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "TMPDIR": str(temp),
-           "PATH": "{0}:{1}".format(Path(sys.executable).parent, os.environ.get("PATH", ""))}
-    command = [str(ANSIBLE), "-i", str(inventory), "localhost", "-m", MODULE, "-a", json.dumps(args)]
-    process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
-    match = re.search(r"^localhost \| (SUCCESS|FAILED!) => ", process.stdout, re.MULTILINE)
-    assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
-    result = json.loads(process.stdout[match.end():])
-    assert (match.group(1) == "FAILED!") == expect_failure, process.stdout
-    return result
+def run_module(sim, expect_failure: bool = False, module: str = MODULE, **args) -> dict:
+    """Run a module (this file's by default) once with the venv's ansible (ad hoc, local connection) and return its result."""
+    return run_ansible_module(sim, module, args, expect_failure=expect_failure)
 
 
 def params(sim, **extra) -> dict:
@@ -74,16 +54,18 @@ def evict(sim, namespace: str, pod: str, descheduler: bool = False) -> None:
 
 def apply_page_policy(sim, tmp_path: Path) -> None:
     """Edit the policy ConfigMap as the page does (kubectl edit with an editor that writes the page's policy)."""
-    policy_file = tmp_path / "policy.yaml"
-    policy_file.write_text(PAGE_POLICY)
-    editor = tmp_path / "editor.py"
-    editor.write_text(textwrap.dedent(f"""\
-        import sys, yaml
-        doc = yaml.safe_load(open(sys.argv[1]))
-        doc["data"]["policy.yaml"] = open({str(policy_file)!r}).read()
-        yaml.safe_dump(doc, open(sys.argv[1], "w"))
-        """))
-    sim.kubectl("-n", "descheduler", "edit", "configmap", "descheduler", env={"EDITOR": f"{sys.executable} {editor}"})
+    edit_policy_as_page(sim, tmp_path, PAGE_POLICY)
+
+
+def record_running(sim, vm: str, timeout: float = 30) -> dict:
+    """The baseline of vms/<vm> once its launcher runs (a freshly started scenario may still be starting Pods)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        before = record(params(sim, mode="record", names=["vms/" + vm]))
+        if before["baseline"][vm]["launcher"] or time.monotonic() > deadline:
+            assert before["baseline"][vm]["launcher"], before
+            return before
+        time.sleep(0.2)
 
 
 def evict_and_verify(sim, vm: str, fault: str | None = None, **options) -> dict:
@@ -91,7 +73,7 @@ def evict_and_verify(sim, vm: str, fault: str | None = None, **options) -> dict:
     descheduler annotation), and verify; returns the module result."""
     if fault:
         sim.kubectl("annotate", "vmi", vm, "-n", "vms", "kubesim.io/migration=" + fault)
-    before = record(params(sim, mode="record", names=["vms/" + vm]))
+    before = record_running(sim, vm)
     evict(sim, "vms", before["baseline"][vm]["launcher"])
     return verify(params(sim, names=["vms/" + vm], baseline=before["baseline"], **options))
 

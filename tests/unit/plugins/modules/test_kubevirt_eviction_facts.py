@@ -1,5 +1,6 @@
-"""The module is thin: its argument spec is the shared specs, and main() turns the collection's exceptions
-into one fail_json with the message and the error as data."""
+"""The module is thin: main() runs the shared module runner (tests/unit/plugins/module_utils/test_module_runner.py)
+with the facts options and service; its argument spec is the shared specs, and the collection's exceptions
+become one fail_json with the message and the error as data."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts import FACTS_ARG_SPEC
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import module_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.modules import kubevirt_eviction_facts as module
 
 
@@ -21,7 +23,7 @@ def run(monkeypatch, capsys, service, **args):
 
 
 def test_argument_spec_is_auth_plus_retries_plus_facts_options():
-    spec = module.argument_spec()
+    spec = module_argument_spec(FACTS_ARG_SPEC)
     assert set(spec) == set(AUTH_ARG_SPEC) | {"api_retries", "api_timeout"} | set(FACTS_ARG_SPEC)
     assert spec["include"]["default"] == ["cluster", "nodes", "descheduler", "vmis"]
 
