@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .conftest import run_playbook
+from .ansible_run import run_playbook
 
 BACKUP = {"name": "Back up the Descheduler", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_backup"}}
 CHANGE_POLICY = {"name": "Change the policy in between", "kubernetes.core.k8s": {

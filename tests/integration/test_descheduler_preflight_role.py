@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from .conftest import run_playbook
+from .ansible_run import run_playbook
 
 SCOPE = {"descheduler_preflight_namespace": "desched-test", "descheduler_preflight_label_selector": "app=desched-test"}
 ROLE = [{"name": "Run the preflight", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_preflight"}}]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .conftest import run_playbook
+from .ansible_run import run_playbook
 from .test_reference_rebalance import PAGE_POLICY
 
 ROLE = [{"name": "Rebalance", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_rebalance"}}]

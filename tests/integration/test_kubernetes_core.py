@@ -15,11 +15,13 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from .conftest import ANSIBLE_PLAYBOOK, RECORDER, ROOT
+from .ansible_run import BIN, RECORDER
+from .conftest import ROOT
 
 COLLECTIONS = ROOT / ".collections"
 KUBERNETES_CORE = COLLECTIONS / "ansible_collections" / "kubernetes" / "core"
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "k8s_basics.yml"
+ANSIBLE_PLAYBOOK = BIN / "ansible-playbook"
 NS = "k8s-basics"
 
 
