@@ -1,6 +1,7 @@
 """Running Ansible against the simulator from a test: one module ad hoc, or a playbook, with the venv's
 ansible, this checkout's collections path and a per-test ANSIBLE_HOME and TMPDIR (so parallel or repeated
-tests never share caches), plus the page's way of editing the policy ConfigMap (`kubectl edit`)."""
+tests never share caches), plus the page's way of editing the policy ConfigMap (`kubectl edit`). A playbook run
+records every task result as JSON through a small callback (RECORDER), so tests read results and facts by task."""
 from __future__ import annotations
 
 import json
@@ -9,12 +10,55 @@ import re
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RESULT_LINE = re.compile(r"^localhost \| (SUCCESS|CHANGED|FAILED!) => ", re.MULTILINE)
+
+RECORDER = textwrap.dedent('''\
+    """Record every task result and the stats of a run as JSON in $RECORD_RESULTS_FILE."""
+    import json
+    import os
+
+    from ansible.plugins.callback import CallbackBase
+
+
+    class CallbackModule(CallbackBase):
+        CALLBACK_VERSION = 2.0
+        CALLBACK_TYPE = "aggregate"
+        CALLBACK_NAME = "record_results"
+        CALLBACK_NEEDS_ENABLED = True
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.results = []
+
+        def _record(self, status, result):
+            self.results.append({"task": result.task.get_name(), "host": result.host.get_name(),
+                                 "status": status, "result": result.result})
+
+        def v2_runner_on_ok(self, result):
+            self._record("ok", result)
+
+        def v2_runner_on_failed(self, result, ignore_errors=False):
+            self._record("failed", result)
+
+        def v2_runner_on_skipped(self, result):
+            self._record("skipped", result)
+
+        def v2_runner_on_unreachable(self, result):
+            self._record("unreachable", result)
+
+        def v2_playbook_on_stats(self, stats):
+            summary = {host: stats.summarize(host) for host in sorted(stats.processed)}
+            with open(os.environ["RECORD_RESULTS_FILE"], "w", encoding="utf-8") as handle:
+                json.dump({"tasks": self.results, "stats": summary}, handle, default=str)
+    ''')
 
 
 def ansible_env(workdir: Path, **extra: str) -> dict:
@@ -68,3 +112,73 @@ def edit_policy_as_page(sim, tmp_path: Path, policy: str) -> subprocess.Complete
         yaml.safe_dump(doc, open(sys.argv[1], "w"))
         """))
     return sim.kubectl("-n", "descheduler", "edit", "configmap", "descheduler", env={"EDITOR": f"{sys.executable} {editor}"})
+
+
+@dataclass
+class PlaybookRun:
+    """One ansible-playbook run: its exit code and output, and every task result the recorder saw."""
+    returncode: int
+    stdout: str
+    stderr: str
+    tasks: list
+    stats: dict
+
+    def results(self, task: str) -> list:
+        """The results of the tasks whose name ends with `task` (roles prefix their name), in order."""
+        return [t["result"] for t in self.tasks if t["task"] == task or t["task"].endswith(" : " + task)]
+
+    def result(self, task: str) -> dict:
+        found = self.results(task)
+        assert found, f"task {task!r} did not run; ran {[t['task'] for t in self.tasks]}\n{self.stdout}"
+        return found[-1]
+
+    def fact(self, name: str):
+        """The last value a task set for the fact `name` (set_fact or a module's ansible_facts)."""
+        values = [t["result"]["ansible_facts"][name] for t in self.tasks if name in (t["result"].get("ansible_facts") or {})]
+        assert values, f"no task set {name}:\n{self.stdout}"
+        return values[-1]
+
+    def failed(self) -> list:
+        return [t for t in self.tasks if t["status"] == "failed"]
+
+    def changed(self, host: str = "localhost") -> int:
+        return self.stats.get(host, {}).get("changed", 0)
+
+
+def run_playbook(sim, tasks: list, *, check: bool = False, diff: bool = False, extra_vars: dict | None = None,
+                 expect_failure: bool = False, context: str = "workload", timeout: float = 300) -> PlaybookRun:
+    """Write `tasks` into a one-play playbook on localhost whose module_defaults point this collection's group
+    (and kubernetes.core's) at the simulator, run it with the venv's ansible-playbook, and return the recorded
+    results. A list of plays (dicts with `hosts`) is written as given. Asserts the run passed, or with
+    `expect_failure` that it failed."""
+    work = Path(sim.kubeconfig).parent / "ansible"
+    (work / "callback_plugins").mkdir(parents=True, exist_ok=True)
+    (work / "callback_plugins" / "record_results.py").write_text(RECORDER)
+    runs = sorted(work.glob("run-*.yml"))
+    playbook = work / f"run-{len(runs):03d}.yml"
+    record_file = playbook.with_suffix(".json")
+    if tasks and all(isinstance(play, dict) and "hosts" in play for play in tasks):
+        plays = tasks
+    else:
+        plays = [{"name": "Run against the simulator", "hosts": "localhost", "gather_facts": False,
+                  "module_defaults": {"group/kubevirt_ops.rebalance.kubevirt_ops": {"kubeconfig": "{{ kubeconfig }}", "context": "{{ context }}"}},
+                  "tasks": tasks}]
+    playbook.write_text(yaml.safe_dump(plays, sort_keys=False))
+    inventory = work / "inventory"
+    inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable} "
+                         f"kubeconfig={sim.kubeconfig} context={context}\n")
+    env = ansible_env(work, ANSIBLE_CALLBACK_PLUGINS=str(work / "callback_plugins"), ANSIBLE_CALLBACKS_ENABLED="record_results",
+                      ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_RETRY_FILES_ENABLED="0", RECORD_RESULTS_FILE=str(record_file))
+    for key in ("K8S_AUTH_KUBECONFIG", "K8S_AUTH_CONTEXT", "K8S_AUTH_HOST", "K8S_AUTH_API_KEY", "ANSIBLE_CONFIG"):
+        env.pop(key, None)
+    command = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)] + (["--check"] if check else []) + (["--diff"] if diff else [])
+    if extra_vars:
+        command += ["-e", json.dumps(extra_vars)]
+    process = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=work, check=False)
+    record = json.loads(record_file.read_text()) if record_file.exists() else {}
+    run = PlaybookRun(process.returncode, process.stdout, process.stderr, record.get("tasks", []), record.get("stats", {}))
+    if expect_failure:
+        assert process.returncode != 0, f"ansible-playbook passed, a failure was expected:\n{process.stdout}"
+    else:
+        assert process.returncode == 0, f"ansible-playbook failed ({process.returncode}):\n{process.stdout}\n{process.stderr}"
+    return run

@@ -10,60 +10,19 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from .ansible_run import BIN, RECORDER
 from .conftest import ROOT
 
 COLLECTIONS = ROOT / ".collections"
 KUBERNETES_CORE = COLLECTIONS / "ansible_collections" / "kubernetes" / "core"
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "k8s_basics.yml"
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+ANSIBLE_PLAYBOOK = BIN / "ansible-playbook"
 NS = "k8s-basics"
-
-RECORDER = textwrap.dedent('''\
-    """Record every task result and the stats of a run as JSON in $RECORD_RESULTS_FILE."""
-    import json
-    import os
-
-    from ansible.plugins.callback import CallbackBase
-
-
-    class CallbackModule(CallbackBase):
-        CALLBACK_VERSION = 2.0
-        CALLBACK_TYPE = "aggregate"
-        CALLBACK_NAME = "record_results"
-        CALLBACK_NEEDS_ENABLED = True
-
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.results = []
-
-        def _record(self, status, result):
-            self.results.append({"task": result.task.get_name(), "host": result.host.get_name(),
-                                 "status": status, "result": result.result})
-
-        def v2_runner_on_ok(self, result):
-            self._record("ok", result)
-
-        def v2_runner_on_failed(self, result, ignore_errors=False):
-            self._record("failed", result)
-
-        def v2_runner_on_skipped(self, result):
-            self._record("skipped", result)
-
-        def v2_runner_on_unreachable(self, result):
-            self._record("unreachable", result)
-
-        def v2_playbook_on_stats(self, stats):
-            summary = {host: stats.summarize(host) for host in sorted(stats.processed)}
-            with open(os.environ["RECORD_RESULTS_FILE"], "w", encoding="utf-8") as handle:
-                json.dump({"tasks": self.results, "stats": summary}, handle, default=str)
-    ''')
 
 
 class Run:
