@@ -1,6 +1,8 @@
-"""Running Ansible against the simulator from a test: one module ad hoc, or a playbook, with the venv's
-ansible, this checkout's collections path and a per-test ANSIBLE_HOME and TMPDIR (so parallel or repeated
-tests never share caches), plus the page's way of editing the policy ConfigMap (`kubectl edit`)."""
+"""Running Ansible against the simulator from a test, one way for each shape: a module ad hoc (`run_ansible_module`),
+a role in a generated one-play playbook (`run_role`), or a playbook file (`run_playbook`). Every run uses the venv's
+ansible, this checkout's collections path, a per-run ANSIBLE_HOME, and a TMPDIR with a short path under the system
+temp directory (ansible-core's RPC socket lives there and Unix socket paths are limited to about 100 bytes; pytest's
+tmp paths can be longer). Also the page's way of editing the policy ConfigMap (`kubectl edit`)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +10,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -16,20 +20,67 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 RESULT_LINE = re.compile(r"^localhost \| (SUCCESS|CHANGED|FAILED!) => ", re.MULTILINE)
 
+# The role's result fact is saved in `always`, so a test sees what the role recorded before it failed.
+ROLE_PLAY = """\
+- name: Run the role under test
+  hosts: localhost
+  gather_facts: false
+  module_defaults:
+    group/kubevirt_ops.rebalance.kubevirt_ops:
+      kubeconfig: "{{ kubeconfig }}"
+      context: "{{ context | default(omit) }}"
+  tasks:
+    - name: Run the role and keep its result fact for the test, also when it fails
+      block:
+        - name: Run the role
+          ansible.builtin.include_role:
+            name: kubevirt_ops.rebalance.%(role)s
+      always:
+        - name: Save the result fact
+          ansible.builtin.copy:
+            content: "{{ %(fact)s | default(None) | to_json }}"
+            dest: "{{ ansible_run_result_file }}"
+            mode: "0600"
+          check_mode: false  # the test's own file, written in check mode too
+          delegate_to: localhost
+"""
 
-def ansible_env(workdir: Path, **extra: str) -> dict:
-    """The environment of an ansible command run for a test in `workdir`."""
-    temp = workdir / "tmp"
-    temp.mkdir(parents=True, exist_ok=True)
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    stdout: str
+    stderr: str
+    result: Optional[dict]  # the role's result fact (run_role), else None
+
+    @property
+    def failed(self) -> bool:
+        return self.rc != 0
+
+
+def ansible_env(workdir: Path, temp: str, **extra: str) -> dict:
+    """The environment of an ansible command run for a test in `workdir`, with TMPDIR `temp` (a short path)."""
     return {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
             "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
-            "TMPDIR": str(temp), "PATH": "{0}:{1}".format(BIN, os.environ.get("PATH", "")), **extra}
+            "TMPDIR": temp, "PATH": "{0}:{1}".format(BIN, os.environ.get("PATH", "")), **extra}
 
 
 def localhost_inventory(workdir: Path) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
     inventory = workdir / "inventory"
     inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
     return inventory
+
+
+def _run(command: list, workdir: Path) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory(prefix="ans-", ignore_cleanup_errors=True) as temp:
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=ansible_env(workdir, temp), check=False)
+
+
+def _assert_outcome(failed: bool, expect_failure: Optional[bool], process: subprocess.CompletedProcess) -> None:
+    if expect_failure is not None:
+        assert failed == expect_failure, "expected {0}:\n{1}\n{2}".format(
+            "a failure" if expect_failure else "success", process.stdout, process.stderr)
 
 
 def run_ansible_module(sim, module: str, args: dict, check: bool = False, diff: bool = False,
@@ -41,18 +92,46 @@ def run_ansible_module(sim, module: str, args: dict, check: bool = False, diff: 
     args = {"kubeconfig": sim.kubeconfig, **args}
     command = [str(BIN / "ansible"), "-i", str(localhost_inventory(workdir)), "localhost", "-m", module, "-a", json.dumps(args)]
     command += (["--check"] if check else []) + (["--diff"] if diff else [])
-    process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ansible_env(workdir), check=False)
+    process = _run(command, workdir)
     match = RESULT_LINE.search(process.stdout)
     assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
     result = json.loads(process.stdout[match.end():])
     result["_output"] = process.stdout[:match.start()]
-    failed = match.group(1) == "FAILED!"
-    if expect_failure is not None:
-        assert failed == expect_failure, "expected {0}:\n{1}\n{2}".format(
-            "a failure" if expect_failure else "success", process.stdout, process.stderr)
+    _assert_outcome(match.group(1) == "FAILED!", expect_failure, process)
     if expect_failure:
         assert process.returncode != 0 and result.get("msg"), process.stdout
     return result
+
+
+def run_playbook(sim, playbook: Path, variables: Optional[dict] = None, check: bool = False, expect_failure: Optional[bool] = False,
+                 name: str = "run", options: tuple = ()) -> PlaybookRun:
+    """Run the playbook file `playbook` on localhost against `sim` with `variables` as extra vars (`kubeconfig` is the
+    simulator's unless given). `expect_failure` True/False asserts the outcome; None accepts either."""
+    workdir = Path(sim.kubeconfig).parent / "ansible-runs" / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    extra = workdir / "vars.json"
+    extra.write_text(json.dumps({"kubeconfig": sim.kubeconfig, **(variables or {})}))
+    command = [str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(workdir)), str(playbook), "-e", "@" + str(extra)]
+    command += (["--check"] if check else []) + list(options)
+    process = _run(command, workdir)
+    _assert_outcome(process.returncode != 0, expect_failure, process)
+    return PlaybookRun(process.returncode, process.stdout, process.stderr, None)
+
+
+def run_role(sim, role: str, variables: dict, check: bool = False, expect_failure: Optional[bool] = False, fact: Optional[str] = None,
+             name: str = "run") -> PlaybookRun:
+    """Run the collection's `role` with `variables` (extra vars) in a generated play with the connection in
+    `module_defaults`; the run's `result` is the role's result fact (`<role>_result` unless `fact`), null when unset."""
+    workdir = Path(sim.kubeconfig).parent / "ansible-runs" / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    playbook = workdir / "play.yml"
+    playbook.write_text(ROLE_PLAY % {"role": role, "fact": fact or role + "_result"})
+    result_file = workdir / "result.json"
+    result_file.unlink(missing_ok=True)
+    run = run_playbook(sim, playbook, {"ansible_run_result_file": str(result_file), **variables}, check=check,
+                       expect_failure=expect_failure, name=name)
+    run.result = json.loads(result_file.read_text()) if result_file.exists() else None
+    return run
 
 
 def edit_policy_as_page(sim, tmp_path: Path, policy: str) -> subprocess.CompletedProcess:

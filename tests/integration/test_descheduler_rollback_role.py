@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client, config, watch
 
 from .conftest import start_kubesim, stop_kubesim
-from .role_run import run_role
+from .ansible_run import run_role
 from .test_descheduler_policy import PAGE_OPTIONS, policy_text, resource_patches, run_module, wait_for
 
 ROLE = "descheduler_rollback"
