@@ -1,7 +1,7 @@
 """`kubevirt_ops.rebalance.descheduler_run` run by the venv's `ansible` against `rebalance-two-workers`: after the
 page's bounded policy, the next scheduled run requests one background eviction and a VM moves; trigger=create makes
 one Job with the manual annotation and the CronJob as owner; a policy the descheduler rejects fails the run with the
-upstream message; check mode creates no Job; a suspended CronJob with trigger=wait is refused."""
+upstream message; check mode creates no Job; a suspended CronJob with trigger=wait is refused; in Deployment mode the next complete cycle in the Pod's log is parsed."""
 from __future__ import annotations
 
 import pytest
@@ -101,3 +101,26 @@ def test_wait_on_a_suspended_cronjob_is_refused_with_the_fix(sim):
     result = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 30}, expect_failure=True)
     assert "is suspended" in result["msg"] and "trigger=create" in result["msg"]
     assert manual_jobs(sim) == []
+
+
+def test_deployment_mode_waits_for_the_next_cycle_in_the_pod_log(tmp_path):
+    sim = start_kubesim("deployment-mode", tmp_path / "sim")
+    try:
+        apply_page_policy(sim)
+        # a Deployment's descheduler reads its policy at container start: restart it, as after a policy change
+        sim.kubectl("-n", "descheduler", "delete", "pod", "-l", "app.kubernetes.io/name=descheduler", "--wait=false")
+        run = run_ansible_module(sim, MODULE, {"trigger": "auto", "timeout": 60})
+        assert run["trigger"] == "wait" and "Deployment" in run["trigger_reason"] and run["changed"] is False, run
+        assert run["descheduler"]["kind"] == "Deployment" and run["job"] is None
+        pods = sim.kubectl_json("-n", "descheduler", "get", "pods", "-l", "app.kubernetes.io/name=descheduler")["items"]
+        assert run["pod"] in [p["metadata"]["name"] for p in pods]
+        # the cycle parsed is in that Pod's log, and it is a cycle with the page's policy
+        log = sim.kubectl("-n", "descheduler", "logs", run["pod"]).stdout
+        assert run["log_lines"] and all(line in log for line in run["log_lines"])
+        assert {c["node"]: c["category"] for c in run["classification"]} == {"worker-a": "overutilized", "worker-b": "underutilized"}
+        assert run["totals"] == {"total_evicted": 0, "eviction_requests": 1}
+        [eviction] = run["background_evictions"]
+        vm = "-".join(eviction["name"].split("-")[2:-1])  # virt-launcher-<vm>-<suffix>
+        sim.kubectl("wait", "--for=jsonpath={.status.nodeName}=worker-b", "vmi/" + vm, "-n", "desched-test", "--timeout=30s")
+    finally:
+        stop_kubesim(sim)
