@@ -16,7 +16,8 @@ from kubernetes import client, config, watch
 
 from .conftest import start_kubesim, stop_kubesim
 from .ansible_run import run_role
-from .test_descheduler_policy import PAGE_OPTIONS, policy_text, resource_patches, run_module, wait_for
+from .test_descheduler_policy import policy_text, resource_patches, wait_for
+from .test_descheduler_run import apply_page_policy
 
 ROLE = "descheduler_rollback"
 
@@ -87,8 +88,9 @@ def set_fault(sim, fault: str) -> None:
 def test_rollback_restores_the_chart_policy_and_resumes_only_after_the_migrations_are_final(sim, tmp_path):
     chart_policy = policy_text(sim)
     set_fault(sim, "hang")  # the Descheduler's evacuations hang until the test cancels them
-    applied = run_module(sim, **PAGE_OPTIONS)
+    applied = apply_page_policy(sim)
     assert applied["changed"] and applied["resource_patch"]["name"] in resource_patches(sim)
+    sim.kubectl("-n", "descheduler", "create", "job", "--from=cronjob/descheduler", "run-now")  # no wait for the schedule
     runs = {}
     with Timeline(sim) as timeline:
         wait_for("a migration in flight", lambda: timeline.unfinished, timeout=30)
@@ -122,7 +124,7 @@ def test_rollback_restores_the_chart_policy_and_resumes_only_after_the_migration
 
 
 def test_check_mode_changes_nothing(sim, tmp_path):
-    applied = run_module(sim, **PAGE_OPTIONS)
+    applied = apply_page_policy(sim)
     page_policy = policy_text(sim)
     run = run_role(sim, ROLE, rollback_vars(tmp_path), check=True)
     assert run.result["method"] == "resource_patch"
@@ -146,7 +148,7 @@ def job_names(sim) -> set:
 
 
 def test_backup_method_reapplies_the_backup_and_the_cronjob_runs_again(sim, tmp_path):
-    applied = run_module(sim, **PAGE_OPTIONS)
+    applied = apply_page_policy(sim)
     backup = applied["backup_path"]
     wanted = yaml.safe_load(yaml.safe_load(Path(backup).read_text())["data"]["policy.yaml"])
     assert yaml.safe_load(policy_text(sim)) != wanted  # the page's policy is in force, the backup holds the chart's
@@ -173,7 +175,7 @@ def test_deployment_mode_scales_to_zero_while_waiting_and_restores_the_replicas(
     try:
         assert deployment(sim)["spec"]["replicas"] == 1
         set_fault(sim, "hang")
-        applied = run_module(sim, **PAGE_OPTIONS)
+        applied = apply_page_policy(sim)
         assert applied["resource_patch"]["name"] in resource_patches(sim)
         # a Deployment's descheduler reads its policy at container start: restart it, as after a policy change
         sim.kubectl("-n", "descheduler", "delete", "pod", "-l", "app.kubernetes.io/name=descheduler", "--wait=false")

@@ -8,6 +8,7 @@ import pytest
 
 from .ansible_run import run_ansible_module
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
+from .module_call import call_module
 from .test_descheduler_policy import PAGE_OPTIONS
 from .test_reference_rebalance import PAGE_POLICY
 
@@ -22,10 +23,13 @@ def sim(tmp_path):
     stop_kubesim(started)
 
 
-def apply_page_policy(sim) -> None:
-    result = run_ansible_module(sim, "kubevirt_ops.rebalance.descheduler_policy",
-                                dict(PAGE_OPTIONS, backup_dir=str(sim.home / "backups"), cluster_name="workload"))
-    assert result["changed"], result
+def apply_page_policy(sim) -> dict:
+    """The page's bounded policy, applied by descheduler_policy's service in this process (an ansible start costs
+    seconds; test_descheduler_policy runs the module itself); its result, with backup_path and resource_patch."""
+    result = call_module("descheduler_policy", dict(PAGE_OPTIONS, kubeconfig=sim.kubeconfig, backup_dir=str(sim.home / "backups"),
+                                                    cluster_name="workload"))
+    assert result["changed"] and not result["failed"], result
+    return result
 
 
 def manual_jobs(sim) -> list:
@@ -51,8 +55,8 @@ def test_next_scheduled_run_requests_one_background_eviction_and_a_vm_moves(sim)
     assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
     vm = "-".join(eviction["name"].split("-")[2:-1])  # virt-launcher-<vm>-<suffix>
     sim.kubectl("wait", "--for=jsonpath={.status.nodeName}=worker-b", "vmi/" + vm, "-n", "desched-test", "--timeout=30s")
-    # two more runs: the other VM, then the page's stop line; the swap check sees no swap
-    second = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 60, "previous_run": run})
+    # another run (created, not waited for) compared with the first: no category swap
+    second = run_ansible_module(sim, MODULE, {"trigger": "create", "timeout": 60, "previous_run": run})
     assert second["totals"]["eviction_requests"] in (0, 1) and second["category_swaps"] == []
 
 
