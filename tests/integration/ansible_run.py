@@ -72,9 +72,9 @@ def localhost_inventory(workdir: Path) -> Path:
     return inventory
 
 
-def _run(command: list, workdir: Path) -> subprocess.CompletedProcess:
+def _run(command: list, workdir: Path, env: Optional[dict] = None) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="ans-", ignore_cleanup_errors=True) as temp:
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=ansible_env(workdir, temp), check=False)
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=ansible_env(workdir, temp, **(env or {})), check=False)
 
 
 def _assert_outcome(failed: bool, expect_failure: Optional[bool], process: subprocess.CompletedProcess) -> None:
@@ -104,16 +104,17 @@ def run_ansible_module(sim, module: str, args: dict, check: bool = False, diff: 
 
 
 def run_playbook(sim, playbook: Path, variables: Optional[dict] = None, check: bool = False, expect_failure: Optional[bool] = False,
-                 name: str = "run", options: tuple = ()) -> PlaybookRun:
+                 name: str = "run", options: tuple = (), env: Optional[dict] = None) -> PlaybookRun:
     """Run the playbook file `playbook` on localhost against `sim` with `variables` as extra vars (`kubeconfig` is the
-    simulator's unless given). `expect_failure` True/False asserts the outcome; None accepts either."""
+    simulator's unless given), ansible-playbook `options` and more environment `env`. `expect_failure` True/False
+    asserts the outcome; None accepts either."""
     workdir = Path(sim.kubeconfig).parent / "ansible-runs" / name
     workdir.mkdir(parents=True, exist_ok=True)
     extra = workdir / "vars.json"
     extra.write_text(json.dumps({"kubeconfig": sim.kubeconfig, **(variables or {})}))
     command = [str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(workdir)), str(playbook), "-e", "@" + str(extra)]
     command += (["--check"] if check else []) + list(options)
-    process = _run(command, workdir)
+    process = _run(command, workdir, env)
     _assert_outcome(process.returncode != 0, expect_failure, process)
     return PlaybookRun(process.returncode, process.stdout, process.stderr, None)
 

@@ -170,6 +170,10 @@ def deployment(sim) -> dict:
     return sim.kubectl_json("-n", "descheduler", "get", "deployment", "descheduler")
 
 
+def descheduler_pods(sim) -> list:
+    return sim.kubectl_json("-n", "descheduler", "get", "pods", "-l", "app.kubernetes.io/name=descheduler")["items"]
+
+
 def test_deployment_mode_scales_to_zero_while_waiting_and_restores_the_replicas(tmp_path):
     sim = start_kubesim("deployment-mode", tmp_path / "sim")
     try:
@@ -189,8 +193,7 @@ def test_deployment_mode_scales_to_zero_while_waiting_and_restores_the_replicas(
         paused = deployment(sim)
         assert role.is_alive()  # waiting on the hanging migration, the Deployment at 0
         assert paused["metadata"]["annotations"]["kubevirt-ops.io/rollback-replicas"] == "1"
-        wait_for("no descheduler Pod", lambda: not sim.kubectl_json("-n", "descheduler", "get", "pods", "-l",
-                                                                     "app.kubernetes.io/name=descheduler")["items"], timeout=30)
+        wait_for("no descheduler Pod", lambda: not descheduler_pods(sim), timeout=30)
         set_fault(sim, "")
         sim.kubectl("delete", "vmim", "--all", "-n", "desched-test", "--wait=false")
         role.join(90)
@@ -202,7 +205,6 @@ def test_deployment_mode_scales_to_zero_while_waiting_and_restores_the_replicas(
         assert after["spec"]["replicas"] == 1
         assert "kubevirt-ops.io/rollback-replicas" not in (after["metadata"].get("annotations") or {})
         assert resource_patches(sim) == []
-        wait_for("a descheduler Pod again", lambda: sim.kubectl_json("-n", "descheduler", "get", "pods", "-l",
-                                                                      "app.kubernetes.io/name=descheduler")["items"], timeout=30)
+        wait_for("a descheduler Pod again", lambda: descheduler_pods(sim), timeout=30)
     finally:
         stop_kubesim(sim)

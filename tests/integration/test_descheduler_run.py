@@ -1,7 +1,8 @@
 """`kubevirt_ops.rebalance.descheduler_run` run by the venv's `ansible` against `rebalance-two-workers`: after the
 page's bounded policy, the next scheduled run requests one background eviction and a VM moves; trigger=create makes
 one Job with the manual annotation and the CronJob as owner; a policy the descheduler rejects fails the run with the
-upstream message; check mode creates no Job; a suspended CronJob with trigger=wait is refused; in Deployment mode the next complete cycle in the Pod's log is parsed."""
+upstream message; check mode creates no Job; a suspended CronJob with trigger=wait is refused; in Deployment mode the
+next complete cycle in the Pod's log is parsed."""
 from __future__ import annotations
 
 import pytest
