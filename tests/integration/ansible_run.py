@@ -1,14 +1,19 @@
-"""Running Ansible against the simulator from a test: one module ad hoc, or a playbook, with the venv's
-ansible, this checkout's collections path and a per-test ANSIBLE_HOME and TMPDIR (so parallel or repeated
-tests never share caches), plus the page's way of editing the policy ConfigMap (`kubectl edit`). A playbook run
-records every task result as JSON through a small callback (RECORDER), so tests read results and facts by task."""
+"""Running Ansible against the simulator from a test, one way for each shape: a module ad hoc (`run_ansible_module`),
+a role in a generated one-play playbook (`run_role`), or a playbook file (`run_playbook`). Every run uses the venv's
+ansible, this checkout's collections path, a per-run ANSIBLE_HOME, and a TMPDIR with a short path under the system
+temp directory (ansible-core's RPC socket lives there and Unix socket paths are limited to about 100 bytes; pytest's
+tmp paths can be longer). A list of tasks runs with `run_tasks`, which records every task result as JSON through a
+small callback (RECORDER) so tests read results and facts by task. Also the page's way of editing the policy
+ConfigMap (`kubectl edit`)."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,20 +65,67 @@ RECORDER = textwrap.dedent('''\
                 json.dump({"tasks": self.results, "stats": summary}, handle, default=str)
     ''')
 
+# The role's result fact is saved in `always`, so a test sees what the role recorded before it failed.
+ROLE_PLAY = """\
+- name: Run the role under test
+  hosts: localhost
+  gather_facts: false
+  module_defaults:
+    group/kubevirt_ops.rebalance.kubevirt_ops:
+      kubeconfig: "{{ kubeconfig }}"
+      context: "{{ context | default(omit) }}"
+  tasks:
+    - name: Run the role and keep its result fact for the test, also when it fails
+      block:
+        - name: Run the role
+          ansible.builtin.include_role:
+            name: kubevirt_ops.rebalance.%(role)s
+      always:
+        - name: Save the result fact
+          ansible.builtin.copy:
+            content: "{{ %(fact)s | default(None) | to_json }}"
+            dest: "{{ ansible_run_result_file }}"
+            mode: "0600"
+          check_mode: false  # the test's own file, written in check mode too
+          delegate_to: localhost
+"""
 
-def ansible_env(workdir: Path, **extra: str) -> dict:
-    """The environment of an ansible command run for a test in `workdir`."""
-    temp = workdir / "tmp"
-    temp.mkdir(parents=True, exist_ok=True)
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    stdout: str
+    stderr: str
+    result: Optional[dict]  # the role's result fact (run_role), else None
+
+    @property
+    def failed(self) -> bool:
+        return self.rc != 0
+
+
+def ansible_env(workdir: Path, temp: str, **extra: str) -> dict:
+    """The environment of an ansible command run for a test in `workdir`, with TMPDIR `temp` (a short path)."""
     return {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
             "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
-            "TMPDIR": str(temp), "PATH": "{0}:{1}".format(BIN, os.environ.get("PATH", "")), **extra}
+            "TMPDIR": temp, "PATH": "{0}:{1}".format(BIN, os.environ.get("PATH", "")), **extra}
 
 
 def localhost_inventory(workdir: Path) -> Path:
+    workdir.mkdir(parents=True, exist_ok=True)
     inventory = workdir / "inventory"
     inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
     return inventory
+
+
+def _run(command: list, workdir: Path, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    with tempfile.TemporaryDirectory(prefix="ans-", ignore_cleanup_errors=True) as temp:
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=ansible_env(workdir, temp, **(env or {})), check=False)
+
+
+def _assert_outcome(failed: bool, expect_failure: Optional[bool], process: subprocess.CompletedProcess) -> None:
+    if expect_failure is not None:
+        assert failed == expect_failure, "expected {0}:\n{1}\n{2}".format(
+            "a failure" if expect_failure else "success", process.stdout, process.stderr)
 
 
 def run_ansible_module(sim, module: str, args: dict, check: bool = False, diff: bool = False,
@@ -85,18 +137,47 @@ def run_ansible_module(sim, module: str, args: dict, check: bool = False, diff: 
     args = {"kubeconfig": sim.kubeconfig, **args}
     command = [str(BIN / "ansible"), "-i", str(localhost_inventory(workdir)), "localhost", "-m", module, "-a", json.dumps(args)]
     command += (["--check"] if check else []) + (["--diff"] if diff else [])
-    process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ansible_env(workdir), check=False)
+    process = _run(command, workdir)
     match = RESULT_LINE.search(process.stdout)
     assert match, "no module result:\n{0}\n{1}".format(process.stdout, process.stderr)
     result = json.loads(process.stdout[match.end():])
     result["_output"] = process.stdout[:match.start()]
-    failed = match.group(1) == "FAILED!"
-    if expect_failure is not None:
-        assert failed == expect_failure, "expected {0}:\n{1}\n{2}".format(
-            "a failure" if expect_failure else "success", process.stdout, process.stderr)
+    _assert_outcome(match.group(1) == "FAILED!", expect_failure, process)
     if expect_failure:
         assert process.returncode != 0 and result.get("msg"), process.stdout
     return result
+
+
+def run_playbook(sim, playbook: Path, variables: Optional[dict] = None, check: bool = False, expect_failure: Optional[bool] = False,
+                 name: str = "run", options: tuple = (), env: Optional[dict] = None) -> PlaybookRun:
+    """Run the playbook file `playbook` on localhost against `sim` with `variables` as extra vars (`kubeconfig` is the
+    simulator's unless given), ansible-playbook `options` and more environment `env`. `expect_failure` True/False
+    asserts the outcome; None accepts either."""
+    workdir = Path(sim.kubeconfig).parent / "ansible-runs" / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    extra = workdir / "vars.json"
+    extra.write_text(json.dumps({"kubeconfig": sim.kubeconfig, **(variables or {})}))
+    command = [str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(workdir)), str(playbook), "-e", "@" + str(extra)]
+    command += (["--check"] if check else []) + list(options)
+    process = _run(command, workdir, env)
+    _assert_outcome(process.returncode != 0, expect_failure, process)
+    return PlaybookRun(process.returncode, process.stdout, process.stderr, None)
+
+
+def run_role(sim, role: str, variables: dict, check: bool = False, expect_failure: Optional[bool] = False, fact: Optional[str] = None,
+             name: str = "run") -> PlaybookRun:
+    """Run the collection's `role` with `variables` (extra vars) in a generated play with the connection in
+    `module_defaults`; the run's `result` is the role's result fact (`<role>_result` unless `fact`), null when unset."""
+    workdir = Path(sim.kubeconfig).parent / "ansible-runs" / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    playbook = workdir / "play.yml"
+    playbook.write_text(ROLE_PLAY % {"role": role, "fact": fact or role + "_result"})
+    result_file = workdir / "result.json"
+    result_file.unlink(missing_ok=True)
+    run = run_playbook(sim, playbook, {"ansible_run_result_file": str(result_file), **variables}, check=check,
+                       expect_failure=expect_failure, name=name)
+    run.result = json.loads(result_file.read_text()) if result_file.exists() else None
+    return run
 
 
 def edit_policy_as_page(sim, tmp_path: Path, policy: str) -> subprocess.CompletedProcess:
@@ -115,7 +196,7 @@ def edit_policy_as_page(sim, tmp_path: Path, policy: str) -> subprocess.Complete
 
 
 @dataclass
-class PlaybookRun:
+class RecordedRun:
     """One ansible-playbook run: its exit code and output, and every task result the recorder saw."""
     returncode: int
     stdout: str
@@ -145,8 +226,8 @@ class PlaybookRun:
         return self.stats.get(host, {}).get("changed", 0)
 
 
-def run_playbook(sim, tasks: list, *, check: bool = False, diff: bool = False, extra_vars: dict | None = None,
-                 expect_failure: bool = False, context: str = "workload", timeout: float = 300) -> PlaybookRun:
+def run_tasks(sim, tasks: list, *, check: bool = False, diff: bool = False, extra_vars: dict | None = None,
+              expect_failure: bool = False, context: str = "workload", timeout: float = 300) -> RecordedRun:
     """Write `tasks` into a one-play playbook on localhost whose module_defaults point this collection's group
     (and kubernetes.core's) at the simulator, run it with the venv's ansible-playbook, and return the recorded
     results. A list of plays (dicts with `hosts`) is written as given. Asserts the run passed, or with
@@ -167,7 +248,8 @@ def run_playbook(sim, tasks: list, *, check: bool = False, diff: bool = False, e
     inventory = work / "inventory"
     inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable} "
                          f"kubeconfig={sim.kubeconfig} context={context}\n")
-    env = ansible_env(work, ANSIBLE_CALLBACK_PLUGINS=str(work / "callback_plugins"), ANSIBLE_CALLBACKS_ENABLED="record_results",
+    short_temp = tempfile.mkdtemp(prefix="ans-")
+    env = ansible_env(work, short_temp, ANSIBLE_CALLBACK_PLUGINS=str(work / "callback_plugins"), ANSIBLE_CALLBACKS_ENABLED="record_results",
                       ANSIBLE_STDOUT_CALLBACK="default", ANSIBLE_RETRY_FILES_ENABLED="0", RECORD_RESULTS_FILE=str(record_file))
     for key in ("K8S_AUTH_KUBECONFIG", "K8S_AUTH_CONTEXT", "K8S_AUTH_HOST", "K8S_AUTH_API_KEY", "ANSIBLE_CONFIG"):
         env.pop(key, None)
@@ -176,7 +258,8 @@ def run_playbook(sim, tasks: list, *, check: bool = False, diff: bool = False, e
         command += ["-e", json.dumps(extra_vars)]
     process = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=work, check=False)
     record = json.loads(record_file.read_text()) if record_file.exists() else {}
-    run = PlaybookRun(process.returncode, process.stdout, process.stderr, record.get("tasks", []), record.get("stats", {}))
+    shutil.rmtree(short_temp, ignore_errors=True)
+    run = RecordedRun(process.returncode, process.stdout, process.stderr, record.get("tasks", []), record.get("stats", {}))
     if expect_failure:
         assert process.returncode != 0, f"ansible-playbook passed, a failure was expected:\n{process.stdout}"
     else:

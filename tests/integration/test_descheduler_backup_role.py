@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .ansible_run import run_playbook
+from .ansible_run import run_tasks
 
 BACKUP = {"name": "Back up the Descheduler", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_backup"}}
 CHANGE_POLICY = {"name": "Change the policy in between", "kubernetes.core.k8s": {
@@ -29,7 +29,7 @@ def test_backup_files_equal_the_live_objects_and_restore_accepts_them(kubesim_fa
     sim = kubesim_factory("rebalance-two-workers")
     restore_check = {"name": "The ConfigMap backup is a restore file", "check_mode": True, "kubevirt_ops.rebalance.descheduler_policy": {
         "state": "restored", "backup_file": "{{ descheduler_backup_result.path }}", "backup_dir": str(tmp_path / "module-backups")}}
-    run = run_playbook(sim, [BACKUP, restore_check], extra_vars=backup_vars(tmp_path))
+    run = run_tasks(sim, [BACKUP, restore_check], extra_vars=backup_vars(tmp_path))
     result = run.fact("descheduler_backup_result")
     directory = tmp_path / "backups" / "workload-1"
     assert sorted(p.name for p in directory.iterdir()) == sorted([Path(result["path"]).name, Path(result["workload_path"]).name])
@@ -49,7 +49,7 @@ def test_backup_files_equal_the_live_objects_and_restore_accepts_them(kubesim_fa
 def test_second_backup_in_a_run_writes_nothing_and_a_new_run_makes_a_new_one(kubesim_factory, tmp_path):
     sim = kubesim_factory("rebalance-two-workers")
     before = live(sim, "configmap")
-    run = run_playbook(sim, [BACKUP, CHANGE_POLICY, BACKUP], extra_vars=backup_vars(tmp_path))
+    run = run_tasks(sim, [BACKUP, CHANGE_POLICY, BACKUP], extra_vars=backup_vars(tmp_path))
     first, second = [r["ansible_facts"]["descheduler_backup_result"] for r in run.results("Record the backup")]
     assert first["run_id"] == second["run_id"] and first["path"] == second["path"]
     assert first["written"] and not second["written"] and second["kept_earlier"] == [second["path"], second["workload_path"]]
@@ -60,7 +60,7 @@ def test_second_backup_in_a_run_writes_nothing_and_a_new_run_makes_a_new_one(kub
     assert not second["matches_live"] and second["stale"] == [second["path"]]
     directory = tmp_path / "backups" / "workload-1"
     assert len(list(directory.iterdir())) == 2
-    again = run_playbook(sim, [BACKUP], extra_vars=backup_vars(tmp_path))
+    again = run_tasks(sim, [BACKUP], extra_vars=backup_vars(tmp_path))
     new = again.fact("descheduler_backup_result")
     assert new["run_id"] != first["run_id"] and new["written"] and len(list(directory.iterdir())) == 4
     assert yaml.safe_load(Path(new["path"]).read_text())["data"] == live(sim, "configmap")["data"]
@@ -68,7 +68,7 @@ def test_second_backup_in_a_run_writes_nothing_and_a_new_run_makes_a_new_one(kub
 
 def test_check_mode_reads_but_writes_nothing(kubesim_factory, tmp_path):
     sim = kubesim_factory("deployment-mode")
-    run = run_playbook(sim, [BACKUP], extra_vars=backup_vars(tmp_path), check=True)
+    run = run_tasks(sim, [BACKUP], extra_vars=backup_vars(tmp_path), check=True)
     result = run.fact("descheduler_backup_result")
     assert result["check_mode"] and not result["written"] and result["workload_kind"] == "Deployment"
     assert result["workload_path"].endswith("_deployment_descheduler_descheduler.yaml")

@@ -7,7 +7,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
-from .role_run import run_role
+from .ansible_run import run_role
 
 ROLE = "descheduler_compat"
 CHECKS = ["policy_configmap", "feature_gate", "kube_descheduler_schema", "kubevirt_eviction_strategy_path", "hco_eviction_strategy_path",

@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from .ansible_run import run_playbook
+from .ansible_run import run_tasks
 
 SCOPE = {"descheduler_preflight_namespace": "desched-test", "descheduler_preflight_label_selector": "app=desched-test"}
 ROLE = [{"name": "Run the preflight", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_preflight"}}]
@@ -42,7 +42,7 @@ def workload_state(sim) -> dict:
 
 def test_preflight_passes_on_the_page_setting(kubesim_factory):
     sim = kubesim_factory("rebalance-two-workers")
-    run = run_playbook(sim, ROLE, extra_vars=dict(SCOPE, descheduler_preflight_nodes=["worker-a", "worker-b"]), check=True)
+    run = run_tasks(sim, ROLE, extra_vars=dict(SCOPE, descheduler_preflight_nodes=["worker-a", "worker-b"]), check=True)
     result = run.fact("descheduler_preflight_result")
     assert result["passed"] and result["problems"] == []
     nodes = {node["name"]: node for node in result["summary"]["nodes"]}
@@ -58,7 +58,7 @@ def test_preflight_passes_on_the_page_setting(kubesim_factory):
 def test_old_package_fails_on_the_feature_gate_and_changes_nothing(kubesim_factory):
     sim = kubesim_factory("old-package")
     before = workload_state(sim)
-    run = run_playbook(sim, ROLE, extra_vars=SCOPE, expect_failure=True)
+    run = run_tasks(sim, ROLE, extra_vars=SCOPE, expect_failure=True)
     result = run.fact("descheduler_preflight_result")
     assert not result["passed"] and [p["code"] for p in result["problems"]] == ["feature_gate_missing"]
     assert [t["task"].split(" : ")[-1] for t in run.failed()] == ["Stop when a prerequisite is missing"]
@@ -85,7 +85,7 @@ def test_strategy_none_and_rwo_vms_are_named_in_one_failure(kubesim_factory):
     sim.kubectl("apply", "-f", "-", input=BAD_VMS)
     vmis = wait_for_vmis(sim, ["vm-none", "vm-rwo"])
     assert vmis["vm-none"]["spec"]["evictionStrategy"] == "None"
-    run = run_playbook(sim, ROLE, extra_vars=SCOPE, expect_failure=True)
+    run = run_tasks(sim, ROLE, extra_vars=SCOPE, expect_failure=True)
     problems = {(p["code"], p["name"]): p for p in run.fact("descheduler_preflight_result")["problems"]}
     assert set(problems) == {("vmi_strategy_not_migrating", "vm-none"), ("vmi_not_live_migratable", "vm-rwo"),
                              ("vmi_storage_not_shared", "vm-rwo-disk")}

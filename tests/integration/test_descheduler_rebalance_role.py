@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .ansible_run import run_playbook
+from .ansible_run import run_tasks
 from .test_reference_rebalance import PAGE_POLICY
 
 ROLE = [{"name": "Rebalance", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_rebalance"}}]
@@ -34,7 +34,7 @@ def task_order(run) -> list:
 def test_the_page_policy_is_applied_after_a_backup_and_a_second_run_changes_nothing(kubesim_factory, tmp_path):
     sim = kubesim_factory("rebalance-two-workers")
     before = state(sim)
-    run = run_playbook(sim, ROLE, extra_vars=role_vars(tmp_path))
+    run = run_tasks(sim, ROLE, extra_vars=role_vars(tmp_path))
     result = run.fact("descheduler_rebalance_result")
     after = state(sim)
     assert result["changed"] and after["policy"] == PAGE_POLICY == result["policy_text"]
@@ -56,7 +56,7 @@ def test_the_page_policy_is_applied_after_a_backup_and_a_second_run_changes_noth
     assert result["preflight"]["passed"]
     files = sorted(p.name for p in Path(result["backup_path"]).parent.iterdir())
 
-    again = run_playbook(sim, ROLE, extra_vars=role_vars(tmp_path))
+    again = run_tasks(sim, ROLE, extra_vars=role_vars(tmp_path))
     assert again.changed() == 0 and not again.fact("descheduler_rebalance_result")["changed"]
     assert state(sim)["resource_version"] == after["resource_version"]
     assert sorted(p.name for p in Path(result["backup_path"]).parent.iterdir()) == files
@@ -65,7 +65,7 @@ def test_the_page_policy_is_applied_after_a_backup_and_a_second_run_changes_noth
 def test_check_mode_shows_the_plan_and_diff_and_changes_nothing(kubesim_factory, tmp_path):
     sim = kubesim_factory("rebalance-two-workers")
     before = state(sim)
-    run = run_playbook(sim, ROLE, extra_vars=role_vars(tmp_path), check=True)
+    run = run_tasks(sim, ROLE, extra_vars=role_vars(tmp_path), check=True)
     result = run.fact("descheduler_rebalance_result")
     # changed says what a real run would change; nothing is written
     assert result["check_mode"] and result["changed"] and result["plan"]["evictions"] and result["module_backup_path"] is None
@@ -82,7 +82,7 @@ def test_bad_policy_fails_naming_the_field_and_nothing_changes(kubesim_factory, 
     bad["profiles"][0]["pluginConfig"][1]["args"]["evictableNamespaces"] = {"include": ["desched-test"]}
     options = role_vars(tmp_path)
     del options["descheduler_rebalance_nodes"], options["descheduler_rebalance_vm_labels"]
-    run = run_playbook(sim, ROLE, extra_vars=dict(options, descheduler_rebalance_policy=bad, descheduler_rebalance_label_selector="app=desched-test"),
+    run = run_tasks(sim, ROLE, extra_vars=dict(options, descheduler_rebalance_policy=bad, descheduler_rebalance_label_selector="app=desched-test"),
                        expect_failure=True)
     failed = run.failed()
     assert [t["task"].split(" : ")[-1] for t in failed] == ["Validate and plan the policy (nothing is written)"]
@@ -90,7 +90,7 @@ def test_bad_policy_fails_naming_the_field_and_nothing_changes(kubesim_factory, 
                                                  "can be set, inclusion is not supported")
     assert state(sim) == before and not (tmp_path / "backups").exists()
 
-    both = run_playbook(sim, ROLE, extra_vars=dict(role_vars(tmp_path), descheduler_rebalance_policy=PAGE_POLICY), expect_failure=True)
+    both = run_tasks(sim, ROLE, extra_vars=dict(role_vars(tmp_path), descheduler_rebalance_policy=PAGE_POLICY), expect_failure=True)
     assert [t["task"].split(" : ")[-1] for t in both.failed()] == ["Refuse a whole policy together with rendering options"]
     assert "descheduler_rebalance_policy and descheduler_rebalance_nodes, descheduler_rebalance_vm_labels are mutually exclusive" in \
         both.failed()[0]["result"]["msg"]

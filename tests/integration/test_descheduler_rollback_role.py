@@ -1,18 +1,23 @@
 """The `descheduler_rollback` role on the simulator (the page's "Stop and Roll Back"): after a bounded policy was
 applied with descheduler_policy and migrations are running, it suspends the CronJob, deletes the ResourcePatch so
 that the chart's policy comes back, resumes the CronJob only after every migration is final, and a second run
-changes nothing; check mode changes nothing."""
+changes nothing; check mode changes nothing. The backup method re-applies descheduler_policy's backup (the policy
+parses equal to it) and the CronJob runs again; in Deployment mode the Deployment is at 0 replicas while the role waits
+for the migrations, and its replicas come back after."""
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client, config, watch
 
 from .conftest import start_kubesim, stop_kubesim
-from .role_run import run_role
-from .test_descheduler_policy import PAGE_OPTIONS, policy_text, resource_patches, run_module, wait_for
+from .ansible_run import run_role
+from .test_descheduler_policy import policy_text, resource_patches, wait_for
+from .test_descheduler_run import apply_page_policy
 
 ROLE = "descheduler_rollback"
 
@@ -83,8 +88,9 @@ def set_fault(sim, fault: str) -> None:
 def test_rollback_restores_the_chart_policy_and_resumes_only_after_the_migrations_are_final(sim, tmp_path):
     chart_policy = policy_text(sim)
     set_fault(sim, "hang")  # the Descheduler's evacuations hang until the test cancels them
-    applied = run_module(sim, **PAGE_OPTIONS)
+    applied = apply_page_policy(sim)
     assert applied["changed"] and applied["resource_patch"]["name"] in resource_patches(sim)
+    sim.kubectl("-n", "descheduler", "create", "job", "--from=cronjob/descheduler", "run-now")  # no wait for the schedule
     runs = {}
     with Timeline(sim) as timeline:
         wait_for("a migration in flight", lambda: timeline.unfinished, timeout=30)
@@ -118,7 +124,7 @@ def test_rollback_restores_the_chart_policy_and_resumes_only_after_the_migration
 
 
 def test_check_mode_changes_nothing(sim, tmp_path):
-    applied = run_module(sim, **PAGE_OPTIONS)
+    applied = apply_page_policy(sim)
     page_policy = policy_text(sim)
     run = run_role(sim, ROLE, rollback_vars(tmp_path), check=True)
     assert run.result["method"] == "resource_patch"
@@ -135,3 +141,70 @@ def test_a_cronjob_suspended_by_hand_is_resumed_without_a_new_resource_patch(sim
     assert result["changed"] is True and result["resumed"] is True and result["suspended"] is False
     assert result["resource_patches_deleted"] == []
     assert cronjob(sim)["spec"]["suspend"] is False and resource_patches(sim) == []
+
+
+def job_names(sim) -> set:
+    return {job["metadata"]["name"] for job in sim.kubectl_json("-n", "descheduler", "get", "jobs")["items"]}
+
+
+def test_backup_method_reapplies_the_backup_and_the_cronjob_runs_again(sim, tmp_path):
+    applied = apply_page_policy(sim)
+    backup = applied["backup_path"]
+    wanted = yaml.safe_load(yaml.safe_load(Path(backup).read_text())["data"]["policy.yaml"])
+    assert yaml.safe_load(policy_text(sim)) != wanted  # the page's policy is in force, the backup holds the chart's
+    with Timeline(sim) as timeline:
+        result = run_role(sim, ROLE, rollback_vars(tmp_path, descheduler_rollback_method="backup", descheduler_rollback_backup_file=backup)).result
+        assert [value for _at, value in timeline.suspend][-3:] == [False, True, False], timeline.suspend
+    assert result["method"] == "backup" and result["backup_file"] == backup and result["changed"] is True
+    assert result["suspended"] is True and result["resumed"] is True and result["policy_restored"] is True
+    assert result["resource_patches_deleted"] == [] and result["configmap_backup"]  # the page's policy was saved first
+    # cluster state: the ConfigMap's policy parses equal to the backup's, the CronJob is resumed and runs again
+    assert yaml.safe_load(policy_text(sim)) == wanted
+    assert cronjob(sim)["spec"]["suspend"] is False
+    assert "CronJob" not in [p["spec"]["target"]["kind"] for p in sim.kubectl_json("-n", "descheduler", "get", "resourcepatch")["items"]]
+    known = job_names(sim)
+    wait_for("a Job of the resumed CronJob", lambda: job_names(sim) - known, timeout=30)
+
+
+def deployment(sim) -> dict:
+    return sim.kubectl_json("-n", "descheduler", "get", "deployment", "descheduler")
+
+
+def descheduler_pods(sim) -> list:
+    return sim.kubectl_json("-n", "descheduler", "get", "pods", "-l", "app.kubernetes.io/name=descheduler")["items"]
+
+
+def test_deployment_mode_scales_to_zero_while_waiting_and_restores_the_replicas(tmp_path):
+    sim = start_kubesim("deployment-mode", tmp_path / "sim")
+    try:
+        assert deployment(sim)["spec"]["replicas"] == 1
+        set_fault(sim, "hang")
+        applied = apply_page_policy(sim)
+        assert applied["resource_patch"]["name"] in resource_patches(sim)
+        # a Deployment's descheduler reads its policy at container start: restart it, as after a policy change
+        sim.kubectl("-n", "descheduler", "delete", "pod", "-l", "app.kubernetes.io/name=descheduler", "--wait=false")
+        wait_for("a migration in flight", lambda: any((m.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                                                      for m in sim.kubectl_json("get", "vmim", "-n", "desched-test")["items"]),
+                 timeout=30)
+        runs = {}
+        role = threading.Thread(target=lambda: runs.setdefault("first", run_role(sim, ROLE, rollback_vars(tmp_path))))
+        role.start()
+        wait_for("the Deployment scaled to 0", lambda: deployment(sim)["spec"]["replicas"] == 0, timeout=60)
+        paused = deployment(sim)
+        assert role.is_alive()  # waiting on the hanging migration, the Deployment at 0
+        assert paused["metadata"]["annotations"]["kubevirt-ops.io/rollback-replicas"] == "1"
+        wait_for("no descheduler Pod", lambda: not descheduler_pods(sim), timeout=30)
+        set_fault(sim, "")
+        sim.kubectl("delete", "vmim", "--all", "-n", "desched-test", "--wait=false")
+        role.join(90)
+        result = runs["first"].result
+        assert result["workload"]["kind"] == "Deployment" and result["suspended"] is True and result["resumed"] is True
+        assert result["policy_restored"] is True and result["resource_patches_deleted"] == [applied["resource_patch"]["name"]]
+        # cluster state: the replicas are back, the annotation and every ResourcePatch are gone, the descheduler runs
+        after = deployment(sim)
+        assert after["spec"]["replicas"] == 1
+        assert "kubevirt-ops.io/rollback-replicas" not in (after["metadata"].get("annotations") or {})
+        assert resource_patches(sim) == []
+        wait_for("a descheduler Pod again", lambda: descheduler_pods(sim), timeout=30)
+    finally:
+        stop_kubesim(sim)

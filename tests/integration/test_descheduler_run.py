@@ -1,13 +1,15 @@
 """`kubevirt_ops.rebalance.descheduler_run` run by the venv's `ansible` against `rebalance-two-workers`: after the
 page's bounded policy, the next scheduled run requests one background eviction and a VM moves; trigger=create makes
 one Job with the manual annotation and the CronJob as owner; a policy the descheduler rejects fails the run with the
-upstream message; check mode creates no Job; a suspended CronJob with trigger=wait is refused."""
+upstream message; check mode creates no Job; a suspended CronJob with trigger=wait is refused; in Deployment mode the
+next complete cycle in the Pod's log is parsed."""
 from __future__ import annotations
 
 import pytest
 
 from .ansible_run import run_ansible_module
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
+from .module_call import call_module
 from .test_descheduler_policy import PAGE_OPTIONS
 from .test_reference_rebalance import PAGE_POLICY
 
@@ -22,10 +24,13 @@ def sim(tmp_path):
     stop_kubesim(started)
 
 
-def apply_page_policy(sim) -> None:
-    result = run_ansible_module(sim, "kubevirt_ops.rebalance.descheduler_policy",
-                                dict(PAGE_OPTIONS, backup_dir=str(sim.home / "backups"), cluster_name="workload"))
-    assert result["changed"], result
+def apply_page_policy(sim) -> dict:
+    """The page's bounded policy, applied by descheduler_policy's service in this process (an ansible start costs
+    seconds; test_descheduler_policy runs the module itself); its result, with backup_path and resource_patch."""
+    result = call_module("descheduler_policy", dict(PAGE_OPTIONS, kubeconfig=sim.kubeconfig, backup_dir=str(sim.home / "backups"),
+                                                    cluster_name="workload"))
+    assert result["changed"] and not result["failed"], result
+    return result
 
 
 def manual_jobs(sim) -> list:
@@ -51,8 +56,8 @@ def test_next_scheduled_run_requests_one_background_eviction_and_a_vm_moves(sim)
     assert job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
     vm = "-".join(eviction["name"].split("-")[2:-1])  # virt-launcher-<vm>-<suffix>
     sim.kubectl("wait", "--for=jsonpath={.status.nodeName}=worker-b", "vmi/" + vm, "-n", "desched-test", "--timeout=30s")
-    # two more runs: the other VM, then the page's stop line; the swap check sees no swap
-    second = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 60, "previous_run": run})
+    # another run (created, not waited for) compared with the first: no category swap
+    second = run_ansible_module(sim, MODULE, {"trigger": "create", "timeout": 60, "previous_run": run})
     assert second["totals"]["eviction_requests"] in (0, 1) and second["category_swaps"] == []
 
 
@@ -101,3 +106,26 @@ def test_wait_on_a_suspended_cronjob_is_refused_with_the_fix(sim):
     result = run_ansible_module(sim, MODULE, {"trigger": "wait", "timeout": 30}, expect_failure=True)
     assert "is suspended" in result["msg"] and "trigger=create" in result["msg"]
     assert manual_jobs(sim) == []
+
+
+def test_deployment_mode_waits_for_the_next_cycle_in_the_pod_log(tmp_path):
+    sim = start_kubesim("deployment-mode", tmp_path / "sim")
+    try:
+        apply_page_policy(sim)
+        # a Deployment's descheduler reads its policy at container start: restart it, as after a policy change
+        sim.kubectl("-n", "descheduler", "delete", "pod", "-l", "app.kubernetes.io/name=descheduler", "--wait=false")
+        run = run_ansible_module(sim, MODULE, {"trigger": "auto", "timeout": 60})
+        assert run["trigger"] == "wait" and "Deployment" in run["trigger_reason"] and run["changed"] is False, run
+        assert run["descheduler"]["kind"] == "Deployment" and run["job"] is None
+        pods = sim.kubectl_json("-n", "descheduler", "get", "pods", "-l", "app.kubernetes.io/name=descheduler")["items"]
+        assert run["pod"] in [p["metadata"]["name"] for p in pods]
+        # the cycle parsed is in that Pod's log, and it is a cycle with the page's policy
+        log = sim.kubectl("-n", "descheduler", "logs", run["pod"]).stdout
+        assert run["log_lines"] and all(line in log for line in run["log_lines"])
+        assert {c["node"]: c["category"] for c in run["classification"]} == {"worker-a": "overutilized", "worker-b": "underutilized"}
+        assert run["totals"] == {"total_evicted": 0, "eviction_requests": 1}
+        [eviction] = run["background_evictions"]
+        vm = "-".join(eviction["name"].split("-")[2:-1])  # virt-launcher-<vm>-<suffix>
+        sim.kubectl("wait", "--for=jsonpath={.status.nodeName}=worker-b", "vmi/" + vm, "-n", "desched-test", "--timeout=30s")
+    finally:
+        stop_kubesim(sim)

@@ -5,38 +5,14 @@ play after the result is set; check mode creates no Job."""
 from __future__ import annotations
 
 import json
-import subprocess
-import textwrap
-from pathlib import Path
 
 import pytest
 
-from .ansible_run import BIN, ansible_env, localhost_inventory
+from .ansible_run import run_role
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .test_descheduler_run import apply_page_policy
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
-PLAYBOOK = textwrap.dedent("""\
-    - name: Validate the rebalancing
-      hosts: localhost
-      gather_facts: false
-      module_defaults:
-        group/kubevirt_ops.rebalance.kubevirt_ops:
-          kubeconfig: "{{ kubeconfig }}"
-      tasks:
-        - name: Validate, and keep the result even when it fails
-          block:
-            - name: Run the role
-              ansible.builtin.include_role:
-                name: kubevirt_ops.rebalance.rebalance_validate
-          always:
-            - name: Save the result
-              ansible.builtin.copy:
-                content: "{{ rebalance_validate_result | default({}) | to_json }}"
-                dest: "{{ result_file }}"
-                mode: "0644"
-              check_mode: false
-    """)
 
 
 @pytest.fixture
@@ -47,18 +23,9 @@ def sim(tmp_path):
     stop_kubesim(started)
 
 
-def run_role(sim, check: bool = False, **variables) -> tuple:
-    workdir = Path(sim.kubeconfig).parent
-    playbook = workdir / "validate.yml"
-    playbook.write_text(PLAYBOOK)
-    result_file = workdir / "result.json"
-    result_file.unlink(missing_ok=True)
-    extra = {"kubeconfig": sim.kubeconfig, "result_file": str(result_file), "rebalance_validate_trigger": "create",
-             "rebalance_validate_timeout": 60, **variables}
-    command = [str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(workdir)), str(playbook), "-e", json.dumps(extra)]
-    process = subprocess.run(command + (["--check"] if check else []), capture_output=True, text=True, timeout=300,
-                             env=ansible_env(workdir), check=False)
-    return process, json.loads(result_file.read_text())
+def validate(sim, check: bool = False, expect_failure: bool = False, **variables):
+    return run_role(sim, "rebalance_validate", {"rebalance_validate_trigger": "create", "rebalance_validate_timeout": 60, **variables},
+                    check=check, expect_failure=expect_failure)
 
 
 def vmis(sim) -> dict:
@@ -69,8 +36,7 @@ def test_three_cycles_move_both_vms_and_the_third_stops_balanced(sim):
     before = vmis(sim)
     assert {v["status"]["nodeName"] for v in before.values()} == {"worker-a"}
     apply_page_policy(sim)
-    process, result = run_role(sim, rebalance_validate_cycles=3, rebalance_validate_min_total_moved=2)
-    assert process.returncode == 0, process.stdout[-3000:]
+    result = validate(sim, rebalance_validate_cycles=3, rebalance_validate_min_total_moved=2).result
     assert result["passed"] is True and result["stopped_because"] == "balanced", result
     assert [c["cycle"] for c in result["cycles"]] == [1, 2, 3]
     first, second, third = result["cycles"]
@@ -99,8 +65,7 @@ def test_rejected_policy_fails_the_play_after_setting_the_result(sim, tmp_path):
         "    args:\n      thresholds:", "    args:\n      evictableNamespaces:\n        include: [desched-test]\n      thresholds:")
     assert "include" in configmap["data"]["policy.yaml"]
     sim.kubectl("replace", "-f", "-", input=json.dumps(configmap))
-    process, result = run_role(sim, rebalance_validate_cycles=2)
-    assert process.returncode != 0
+    result = validate(sim, expect_failure=True, rebalance_validate_cycles=2).result
     assert result["passed"] is False and result["stopped_because"] == "run_failed"
     assert "only Exclude namespaces can be set, inclusion is not supported" in result["failure"]
     assert len(result["cycles"]) == 1 and "error" in result["cycles"][0]
@@ -109,7 +74,6 @@ def test_rejected_policy_fails_the_play_after_setting_the_result(sim, tmp_path):
 
 def test_check_mode_creates_no_job(sim):
     apply_page_policy(sim)
-    process, result = run_role(sim, check=True, rebalance_validate_cycles=2)
-    assert process.returncode == 0, process.stdout[-3000:]
+    result = validate(sim, check=True, rebalance_validate_cycles=2).result
     assert result["stopped_because"] == "check_mode" and result["moved"] == []
     assert sim.kubectl_json("-n", "descheduler", "get", "jobs")["items"] == []

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import urllib.request
 from pathlib import Path
 
 import yaml
 
-from .ansible_run import BIN, ansible_env, localhost_inventory
+from .ansible_run import run_playbook
 from .conftest import start_kubesim, stop_kubesim
 from .test_descheduler_policy import PAGE_OPTIONS
 
@@ -80,10 +79,7 @@ def test_no_token_key_or_api_key_in_output_results_or_files_with_vvv(tmp_path):
         playbook = tmp_path / "play.yml"
         playbook.write_text(yaml.safe_dump(play, sort_keys=False))
         out.mkdir()
-        env = ansible_env(tmp_path, ANSIBLE_LOG_PATH=str(out / "ansible.log"))
-        process = subprocess.run([str(BIN / "ansible-playbook"), "-vvv", "-i", str(localhost_inventory(tmp_path)), str(playbook)],
-                                 capture_output=True, text=True, timeout=300, env=env, check=False)
-        assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+        process = run_playbook(sim, playbook, options=("-vvv",), env={"ANSIBLE_LOG_PATH": str(out / "ansible.log")})
         results = json.loads((out / "results.json").read_text())
         assert results["facts"]["vmis"] and results["applied"]["changed"] and results["applied"]["backup_path"]
         assert results["refused"]["failed"] and (out / "evidence.json").is_file() and (out / "evidence.md").is_file()
