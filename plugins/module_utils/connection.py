@@ -35,6 +35,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+    from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config import ConfigException
     from kubernetes.dynamic.resource import ResourceList
@@ -45,6 +46,7 @@ except ImportError as import_error:  # the module reports it with missing_requir
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = import_error
     get_api_client = None  # pylint: disable=invalid-name
+    CoreV1Api = None  # pylint: disable=invalid-name
 
     class ApiException(Exception):  # type: ignore[no-redef]
         """Stand-in so that `except ApiException` stays valid without the kubernetes client."""
@@ -397,6 +399,21 @@ class Connection:
         self._refresh()
         if self._pick(resource.kind, resource.group or "") is None:
             raise KindNotServed(resource.kind, resource.group or None)
+
+    def pod_log(self, namespace: str, name: str, container: Optional[str] = None, tail_lines: Optional[int] = None) -> str:
+        """The log of a Pod's container (pods/log), with retries."""
+        return self.call("read the log of pod {0}/{1}".format(namespace, name), self._pod_log, namespace, name, container, tail_lines)
+
+    def _pod_log(self, namespace: str, name: str, container: Optional[str], tail_lines: Optional[int]) -> str:
+        api = CoreV1Api(self.client.client.client)
+        kwargs = {key: value for key, value in (("container", container), ("tail_lines", tail_lines)) if value}
+        return api.read_namespaced_pod_log(name, namespace, _request_timeout=self._request_timeout(), **kwargs) or ""
+
+    def create(self, resource: Any, body: dict, namespace: Optional[str] = None) -> dict:
+        """POST an object (not retried after a request that may have reached the server: a create is not idempotent)."""
+        request = "create {0} {1}/{2}".format(resource.name, namespace or "", (body.get("metadata") or {}).get("name") or "")
+        created = self.call(request, self.client.client.create, resource, body=body, namespace=namespace)
+        return created.to_dict() if hasattr(created, "to_dict") else dict(created)
 
     def list_kind(self, kind: str, group: Optional[str] = None, **kwargs: Any) -> Optional[List[dict]]:
         """`list` by kind; None when the kind is not served."""

@@ -92,3 +92,8 @@ def fix_for_status(status: int) -> str:
     if status == 429 or status >= 500:
         return "The API server is overloaded or failing: try again later, or raise api_retries and api_timeout."
     return "Check the options that shape this request."
+
+
+class RunFailed(RebalanceError):
+    """A Descheduler run that could not be started, observed or completed (not found, suspended, failed, timed out);
+    `details` may carry what was observed (`run`)."""

@@ -176,3 +176,107 @@ def parse_time(value: Optional[str]) -> Optional[datetime.datetime]:
 def eviction_requests(records: Iterable[dict], pod: Optional[str] = None) -> List[dict]:
     """`Eviction in background assumed` records, for one Pod (`namespace/name`) when given."""
     return [r for r in records if r.get("message") == EVICTION_ASSUMED and (pod is None or r["fields"].get("pod") == pod)]
+
+
+# ------------------------------------------------------------------------------------------ run summary
+CLASSIFIED = "Node has been classified"
+APPROPRIATELY = "Node is appropriately utilized"
+PODS_ON_NODE = "Pods on node"
+EVICTION_ALREADY_REQUESTED = "Eviction in background already requested (ignoring)"
+EVICTION_ERROR = "Error evicting pod"
+EVICTED = "Evicted pod"
+CYCLE_START = "Resetting pod evictor counters"
+APPROPRIATE_CATEGORY = "appropriately_utilized"
+NOTHING_TO_DO = "nothing to do here"
+SKIPPED_CYCLE = "Skipping descheduling cycle"
+
+
+def _number(value: Any) -> Optional[int]:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _pod_ref(value: Any) -> dict:
+    text = str(value or "")
+    namespace, _sep, name = text.rpartition("/")
+    return {"pod": text, "namespace": namespace or None, "name": name}
+
+
+def run_summary(records: Iterable[dict]) -> Dict[str, Any]:
+    """What one descheduling cycle did, from its parsed lines (the rebalance page's `grep -E 'classified|removablePods|
+    Eviction in background|Number of evictions'` and the early exits): node classification, removable Pods per node,
+    evictions requested in the background or refused, the totals, why it stopped, and the error lines."""
+    summary: Dict[str, Any] = {"classification": [], "pods_on_node": [], "background_evictions": [], "already_requested": [],
+                               "failed_evictions": [], "evicted": [], "totals": None, "stop_reason": None, "nothing_to_do": False,
+                               "errors": []}
+    for record in records:
+        message, fields = record.get("message") or "", record.get("fields") or {}
+        if message == CLASSIFIED or message == APPROPRIATELY:
+            summary["classification"].append({"node": fields.get("node"), "usage_percent": fields.get("usagePercentage"),
+                                              "category": fields.get("category") if message == CLASSIFIED else APPROPRIATE_CATEGORY})
+        elif message == PODS_ON_NODE:
+            summary["pods_on_node"].append({"node": fields.get("node"), "all": _number(fields.get("allPods")),
+                                            "non_removable": _number(fields.get("nonRemovablePods")),
+                                            "removable": _number(fields.get("removablePods"))})
+        elif message == EVICTION_ASSUMED:
+            summary["background_evictions"].append(dict(_pod_ref(fields.get("pod")), time=record.get("time"), line=record.get("line")))
+        elif message == EVICTION_ALREADY_REQUESTED:
+            summary["already_requested"].append(dict(_pod_ref(fields.get("pod")), time=record.get("time"), line=record.get("line")))
+        elif message in (EVICTED, "Evicted pod in dry run mode"):
+            summary["evicted"].append(dict(_pod_ref(fields.get("pod")), dry_run=message != EVICTED, line=record.get("line")))
+        elif message == EVICTION_ERROR:
+            summary["failed_evictions"].append(dict(_pod_ref(fields.get("pod")) if fields.get("pod") else {"pod": None},
+                                                    error=fields.get("err"), limit=fields.get("limit"), line=record.get("line")))
+        elif message == EVICTIONS_COUNT:
+            summary["totals"] = {"total_evicted": _number(fields.get("totalEvicted")),
+                                 "eviction_requests": _number(fields.get("evictionRequests"))}
+        elif NOTHING_TO_DO in message or message.startswith(SKIPPED_CYCLE):
+            summary["stop_reason"] = message
+            summary["nothing_to_do"] = True
+        elif record.get("level") in ("error", "fatal"):
+            summary["errors"].append(record.get("line"))
+    return summary
+
+
+def split_cycles(records: List[dict]) -> List[List[dict]]:
+    """A long-running descheduler's log as cycles, each ending with its `Number of evictions/requests` line; lines after
+    the last such line (a cycle in progress, or an error that ended the process) are the last, unfinished group."""
+    cycles: List[List[dict]] = []
+    current: List[dict] = []
+    for record in records:
+        current.append(record)
+        if record.get("message") == EVICTIONS_COUNT:
+            cycles.append(current)
+            current = []
+    if current:
+        cycles.append(current)
+    return cycles
+
+
+def cycle_complete(records: List[dict]) -> bool:
+    return bool(records) and records[-1].get("message") == EVICTIONS_COUNT
+
+
+SWAPPING = ("overutilized", "underutilized")
+SWAP_ADVICE = ("The thresholds are too close together for the size of the workloads: widen the gap between thresholds and "
+               "targetThresholds instead of lowering the eviction limits.")
+
+
+def category_swaps(before: Iterable[dict], after: Iterable[dict]) -> List[dict]:
+    """Nodes classified overutilized in one run and underutilized in the next (or the reverse), from two `classification`
+    lists, with the rebalance page's advice."""
+    earlier = {item.get("node"): item for item in before or [] if isinstance(item, dict)}
+    swaps = []
+    for item in after or []:
+        if not isinstance(item, dict):
+            continue
+        previous = earlier.get(item.get("node"))
+        if previous is None:
+            continue
+        pair = (previous.get("category"), item.get("category"))
+        if pair[0] != pair[1] and set(pair) == set(SWAPPING):
+            swaps.append({"node": item.get("node"), "before": pair[0], "after": pair[1],
+                          "usage_before": previous.get("usage_percent"), "usage_after": item.get("usage_percent"), "advice": SWAP_ADVICE})
+    return swaps

@@ -21,11 +21,6 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts impor
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.selectors import is_dns_label, parse_label_selector
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.watching import Stream, WatchSet
 
-try:
-    from kubernetes.client import CoreV1Api
-except ImportError:  # reported by the connection (missing kubernetes client)
-    CoreV1Api = None  # pylint: disable=invalid-name
-
 VERIFY_ARG_SPEC = {
     "mode": {"type": "str", "choices": ["record", "verify"], "default": "verify"},
     "names": {"type": "list", "elements": "str"},
@@ -149,15 +144,13 @@ class DeschedulerLog:
             wanted = (((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
             mine = [p for p in pods if wanted and all(kv.labels(p).get(k) == v for k, v in wanted.items())]
         container = desched.main_container(desched.pod_spec(kind, workload)).get("name")
-        api = CoreV1Api(self.connection.client.client.client)
         records: List[dict] = []
         self.pods = []
         for pod in sorted(mine, key=lambda p: kv.meta(p).get("creationTimestamp") or ""):
             if (pod.get("status") or {}).get("phase") == "Pending":
                 continue
             name = kv.meta(pod).get("name")
-            text = self.connection.call("read the log of pod {0}/{1}".format(self.namespace, name), api.read_namespaced_pod_log,
-                                        name, self.namespace, container=container, tail_lines=LOG_TAIL_LINES)
+            text = self.connection.pod_log(self.namespace, name, container=container, tail_lines=LOG_TAIL_LINES)
             self.pods.append(name)
             reference = klog.parse_time((pod.get("status") or {}).get("startTime") or kv.meta(pod).get("creationTimestamp"))
             for item in klog.parse_lines((text or "").splitlines(), reference=reference):
