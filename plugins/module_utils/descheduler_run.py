@@ -293,9 +293,8 @@ class Run:
                 raise RunFailed("no new Job of {0} within {1}s".format(self._where("CronJob", cronjob), self.options["timeout"]),
                                 "Raise timeout to more than the schedule's interval ({0!r}), or use trigger=create.".format(
                                     (cronjob.get("spec") or {}).get("schedule")), path="timeout")
-            raise RunFailed("Job {0}/{1} still {2} after {3}s".format(
-                namespace, meta(job).get("name"), desched.job_result(job), self.options["timeout"]),
-                            "Check the Job's Pod (kubectl -n {0} describe job {1}), or raise timeout.".format(namespace, meta(job).get("name")),
+            problem = "Job {0}/{1} still {2} after {3}s".format(namespace, meta(job).get("name"), desched.job_result(job), self.options["timeout"])
+            raise RunFailed(problem, "Check the Job's Pod (kubectl -n {0} describe job {1}), or raise timeout.".format(namespace, meta(job).get("name")),
                             path="timeout")
         outcome, pod = state["outcome"][0], state["outcome"][1]
         status = job.get("status") or {}
@@ -331,10 +330,9 @@ class Run:
                     return fresh, None, name
             first = False
             if self.clock() >= self.deadline:
-                raise RunFailed("no complete descheduling cycle of {0} within {1}s".format(
-                    self._where("Deployment", deployment), self.options["timeout"]),
-                                "Raise timeout to more than --descheduling-interval, and check the Pod{0}.".format(
-                                    " " + pod_name if pod_name else "s"), path="timeout")
+                problem = "no complete descheduling cycle of {0} within {1}s".format(self._where("Deployment", deployment), self.options["timeout"])
+                raise RunFailed(problem, "Raise timeout to more than --descheduling-interval, and check the Pod{0}.".format(
+                    " " + pod_name if pod_name else "s"), path="timeout")
             self.sleep(min(DEPLOYMENT_LOG_INTERVAL, max(0.0, self.deadline - self.clock())))
 
 

@@ -6,7 +6,10 @@
 Every module of the collection has the same `main()`: kubernetes.core's auth options plus the retry
 options plus its own spec, check mode supported, one service function from module_utils that takes the
 module's parameters (and check mode) and returns the result, and the collection's exception family
-(`RebalanceError`) reported with its field path, problem and fix in `error`.
+(`RebalanceError`) reported with its field path, problem and fix in `error`; an error that carries a partial
+`result` in its details (a wait that timed out lists what it saw) reports those keys beside `error`. A result
+with `failed: true` (and `msg`) fails the task with the whole result, for services that report a partial outcome
+(a drain that stopped halfway says what moved and what is left).
 """
 
 from __future__ import annotations
@@ -32,5 +35,8 @@ def run_module(own_spec: Dict[str, Any], service: Callable[[Dict[str, Any], bool
     try:
         result = service(module.params, module.check_mode)
     except RebalanceError as error:
-        module.fail_json(msg=error.message, error=error.as_dict())
+        details = error.as_dict()
+        module.fail_json(msg=error.message, error=details, **(details.pop("result", None) or {}))
+    if result.pop("failed", False):  # a service that acted and ends unfinished reports its whole state with the failure
+        module.fail_json(**result)
     module.exit_json(**result)

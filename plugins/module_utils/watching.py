@@ -35,11 +35,13 @@ def _key(obj: dict) -> Tuple[str, str]:
 class Stream:
     """One resource (in one namespace, with one label selector) kept current by list + watch."""
 
-    def __init__(self, name: str, resource: Any, namespace: Optional[str] = None, label_selector: Optional[str] = None) -> None:
+    def __init__(self, name: str, resource: Any, namespace: Optional[str] = None, label_selector: Optional[str] = None,
+                 field_selector: Optional[str] = None) -> None:
         self.name = name
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.resource_version: Optional[str] = None
 
 
@@ -70,15 +72,17 @@ class WatchSet:
         return self.deadline - self._clock()
 
     def _list(self, stream: Stream) -> List[dict]:
-        items = self.connection.list(stream.resource, namespace=stream.namespace, label_selector=stream.label_selector)
+        extra = {"field_selector": stream.field_selector} if stream.field_selector else {}
+        items = self.connection.list(stream.resource, namespace=stream.namespace, label_selector=stream.label_selector, **extra)
         stream.resource_version = self.connection.last_resource_version
         self.stats["lists"] += 1
         return items
 
     def _client_watch(self, resource: Any, namespace: Optional[str], label_selector: Optional[str], resource_version: Optional[str],
-                      timeout: int) -> Any:
+                      timeout: int, field_selector: Optional[str] = None) -> Any:
         for event in self.connection.client.client.watch(resource, namespace=namespace, label_selector=label_selector,
-                                                         resource_version=resource_version, timeout=timeout, allow_watch_bookmarks=True):
+                                                         field_selector=field_selector, resource_version=resource_version,
+                                                         timeout=timeout, allow_watch_bookmarks=True):
             yield {"type": event.get("type"), "object": event.get("raw_object")}
 
     def start(self) -> None:
@@ -101,8 +105,9 @@ class WatchSet:
         while not self._stop.is_set() and self.remaining() > 0:
             try:
                 self.stats["watches"] += 1
+                extra = {"field_selector": stream.field_selector} if stream.field_selector else {}
                 for event in self._watch(stream.resource, stream.namespace, stream.label_selector, stream.resource_version,
-                                         max(1, int(self.remaining() + 0.999))):
+                                         max(1, int(self.remaining() + 0.999)), **extra):
                     obj = event.get("object") or {}
                     version = (obj.get("metadata") or {}).get("resourceVersion")
                     if event.get("type") == "ERROR":

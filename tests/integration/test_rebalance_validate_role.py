@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from .ansible_run import BIN, ansible_env, localhost_inventory, run_ansible_module
+from .ansible_run import BIN, ansible_env, localhost_inventory
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
-from .test_descheduler_policy import PAGE_OPTIONS
+from .test_descheduler_run import apply_page_policy
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
 PLAYBOOK = textwrap.dedent("""\
@@ -45,12 +45,6 @@ def sim(tmp_path):
     started.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
     yield started
     stop_kubesim(started)
-
-
-def apply_page_policy(sim) -> None:
-    result = run_ansible_module(sim, "kubevirt_ops.rebalance.descheduler_policy",
-                                dict(PAGE_OPTIONS, backup_dir=str(sim.home / "backups"), cluster_name="workload"))
-    assert result["changed"], result
 
 
 def run_role(sim, check: bool = False, **variables) -> tuple:

@@ -23,9 +23,9 @@ MODULE = "kubevirt_ops.rebalance.vm_migration_verify"
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def run_module(sim, expect_failure: bool = False, **args) -> dict:
-    """Run the module once with the venv's ansible (ad hoc, local connection) and return its result."""
-    return run_ansible_module(sim, MODULE, args, expect_failure=expect_failure)
+def run_module(sim, expect_failure: bool = False, module: str = MODULE, **args) -> dict:
+    """Run a module (this file's by default) once with the venv's ansible (ad hoc, local connection) and return its result."""
+    return run_ansible_module(sim, module, args, expect_failure=expect_failure)
 
 
 def params(sim, **extra) -> dict:

@@ -441,11 +441,18 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {**server.info, "url": server.url,
                                   "clusters": {n: server.cluster_url(n) for n in server.clusters}})
         elif topic == "counters":
+            peaks = {name: c.migration_peaks for name, c in server.clusters.items() if getattr(c, "migration_peaks", None)}
             if method == "DELETE" or (method == "POST" and parts[1:2] == ["reset"]):
                 faults.reset_counters()
+                for recorder in peaks.values():
+                    recorder.reset()
                 self._send_json(200, {"reset": True})
             else:
-                self._send_json(200, faults.counter_report(query.get("cluster")))
+                report = faults.counter_report(query.get("cluster"))
+                for name, entry in report.items():
+                    if name in peaks:
+                        entry["migrations"] = peaks[name].report()
+                self._send_json(200, report)
         elif topic == "faults":
             if method == "POST":
                 try:

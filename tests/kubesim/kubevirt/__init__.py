@@ -17,6 +17,7 @@ the cluster does not serve its kinds:
 | `pool.py` | VirtualMachinePool (pool.kubevirt.io) |
 | `evacuation.py` | marked VMIs -> `kubevirt-evacuation-` migrations, parallel limits |
 | `migration.py` | VirtualMachineInstanceMigration phases, target Pod, backoff, faults |
+| `peaks.py` | test instrumentation: peak of running migrations in the cluster and per source node (`/_kubesim/counters`) |
 
 Helpers: `common.py` (names, read-modify-write), `defaults.py` (cluster config, effective strategy),
 `launcher.py` (the launcher Pod and its memory overhead), `migratable.py` (LiveMigratable reasons),
@@ -28,9 +29,9 @@ and `kubesim.io/unmanaged: "true"` on a VM, VMI, replica set, pool or migration,
 then leave alone (for tests that use these kinds as plain custom objects)."""
 from __future__ import annotations
 
-from . import evacuation, hco, hco_defaults, interceptor, migration, mutator, operator, pool, replicaset, vm, vmi
+from . import evacuation, hco, hco_defaults, interceptor, migration, mutator, operator, peaks, pool, replicaset, vm, vmi
 
-MODULES = (mutator, interceptor, hco_defaults, operator, hco, vmi, vm, replicaset, pool, evacuation, migration)
+MODULES = (mutator, interceptor, hco_defaults, operator, hco, vmi, vm, replicaset, pool, evacuation, migration, peaks)
 
 
 def register(cluster, manager) -> None:

@@ -205,3 +205,34 @@ def test_migration_of_a_missing_vmi_is_deleted():
         sim.wait(lambda: sim.get(VMIM, "orphan") is None, what="orphan migration deleted")
     finally:
         sim.stop()
+
+
+def test_peaks_record_running_migrations_per_source_node_and_marked_vmis():
+    vms = [objects.vm(f"p{i}", NS, preferred_node="worker-a", annotations={"kubesim.io/migration": "hang"}) for i in range(3)]
+    vms.append(objects.vm("q0", NS, preferred_node="worker-b", annotations={"kubesim.io/migration": "hang"}))
+    sim = Sim(vms)
+    try:
+        peaks = sim.cluster.migration_peaks
+        for vm in vms:
+            sim.wait_running(vm["metadata"]["name"])
+        assert peaks.report()["peak"] == 0 and peaks.report()["marked_peak_per_node"] == {}
+        for vm in vms:
+            assert sim.evict(sim.launcher(vm["metadata"]["name"])["metadata"]["name"]).code == 429
+        sim.wait(lambda: sum(phase(m) == "Running" for m in sim.list(VMIM)) == 3, what="three migrations running")
+        sim.settle()
+        report = peaks.report()
+        # parallelOutboundMigrationsPerNode 2: the third VM of worker-a waits in Pending
+        assert report["running"] == 3 and report["running_per_node"] == {"worker-a": 2, "worker-b": 1}
+        assert report["peak"] == 3 and report["peak_per_node"] == {"worker-a": 2, "worker-b": 1}
+        assert report["started"] == 3
+        assert report["marked_peak_per_node"] == {"worker-a": 3, "worker-b": 1}
+        # cancelling one lets the waiting one start: running stays at the limit, started counts it
+        cancelled = next(m for m in sim.list(VMIM) if phase(m) == "Running" and m["spec"]["vmiName"].startswith("p"))
+        sim.delete(VMIM, cancelled["metadata"]["name"])
+        sim.wait(lambda: peaks.report()["started"] >= 4, what="the pending migration started")
+        assert peaks.report()["peak_per_node"]["worker-a"] == 2
+        peaks.reset()
+        assert peaks.report()["peak_per_node"] == peaks.report()["running_per_node"]
+        assert peaks.report()["started"] == 0
+    finally:
+        sim.stop()

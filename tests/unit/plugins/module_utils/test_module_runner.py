@@ -48,3 +48,11 @@ def test_collection_errors_become_one_fail_json_with_the_error_as_data(capsys):
     assert code == 1 and result["failed"]
     assert result["msg"].startswith("things[0]: ")
     assert result["error"]["type"] == "InvalidOption"
+
+
+def test_a_partial_result_carried_by_the_error_is_reported_beside_it(capsys):
+    def service(params, check_mode):
+        raise InvalidOption("timed out", "Wait longer.", path="timeout", result={"unfinished": 2, "migrations": ["a", "b"]})
+    code, result = run(capsys, service)
+    assert code == 1 and result["unfinished"] == 2 and result["migrations"] == ["a", "b"]
+    assert "result" not in result["error"] and result["error"]["path"] == "timeout"

@@ -1,0 +1,296 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: kubevirt_ops.rebalance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kubevirt_node_drain
+short_description: Drain a node of KubeVirt VMs by live migration, with a preflight, limits, per-VM results and a resumable state
+version_added: 0.1.0
+author:
+  - kubevirt_ops.rebalance maintainers (@kubevirt-ops)
+description:
+  - The KubeVirt node maintenance procedure (C(kubectl drain <node> --delete-emptydir-data --ignore-daemonsets=true --force
+    --pod-selector=kubevirt.io=virt-launcher), or without the selector for all Pods), done for VMs.
+  - Before anything changes, and in check mode, a preflight from the eviction facts of
+    M(kubevirt_ops.rebalance.kubevirt_eviction_facts) says for each VMI on the node whether it will live-migrate, shut down and restart
+    elsewhere (evictionStrategy None with a VirtualMachine), be replaced (VMI replica set), be lost (a bare VMI), or is blocked (for
+    example LiveMigrate on a VMI that is not live-migratable, with KubeVirt's message); lists the PodDisruptionBudgets over the node's
+    launchers (the C(maxUnavailable) or percentage C(minAvailable) trap of kubevirt/kubevirt#18063); and checks by requests that the other
+    schedulable nodes can hold the VMs. I(allow_shutdown), I(allow_loss), I(allow_blocked) and I(require_capacity) decide what stops the
+    drain; a refused drain changes nothing.
+  - Then cordons the node and evicts. KubeVirt's 429 answers C(Eviction triggered evacuation) and C(Evacuation in progress) are progress,
+    not failures; live migrations are requested at most I(max_parallel) at a time (by default KubeVirt's
+    C(parallelOutboundMigrationsPerNode), never more than C(parallelMigrationsPerCluster)); each VM is then followed by watching VMIs,
+    migrations, the node's Pods and PDBs, not evicted again on a timer. A Pod refused by a PDB is asked again when a PDB changes.
+  - Every VM gets a result (C(migrated) with the migration and target node, C(restarted) with the new UID, C(replaced), C(deleted),
+    C(blocked), C(failed) with the reason, C(timeout)). On failure or at I(timeout) the module fails with what moved, what is left, and the
+    node still cordoned; running it again continues (a VM already marked for evacuation is waited for, not evicted again).
+  - C(state=uncordon) makes the node schedulable again; C(state=safe_to_shutdown) checks, read-only, that no VMI runs on the node and lists
+    the other Pods.
+options:
+  node:
+    description:
+      - The node to drain, uncordon or check.
+    type: str
+    required: true
+  state:
+    description:
+      - C(drained) cordons and evacuates; C(uncordon) re-enables scheduling; C(safe_to_shutdown) only reads.
+    type: str
+    choices: [drained, uncordon, safe_to_shutdown]
+    default: drained
+  pods:
+    description:
+      - C(launchers) evicts the virt-launcher Pods only (the page's C(--pod-selector=kubevirt.io=virt-launcher)); C(all) every Pod of the
+        node, as the page's second command.
+    type: str
+    choices: [launchers, all]
+    default: launchers
+  ignore_daemonsets:
+    description:
+      - Leave DaemonSet Pods on the node (C(--ignore-daemonsets)); without it a DaemonSet Pod stops the drain in preflight.
+    type: bool
+    default: true
+  delete_emptydir_data:
+    description:
+      - Evict Pods with emptyDir volumes (C(--delete-emptydir-data), the page's C(--delete-local-data)); every virt-launcher Pod has them.
+    type: bool
+    default: true
+  force:
+    description:
+      - Evict Pods without a controller (C(--force)); without it such a Pod stops the drain in preflight.
+    type: bool
+    default: true
+  allow_shutdown:
+    description:
+      - Accept VMs that shut down and start again elsewhere (evictionStrategy None under a VirtualMachine with runStrategy Always, or a VMI
+        replica set's VMI). Without it the drain is refused before any change.
+    type: bool
+    default: false
+  allow_loss:
+    description:
+      - Accept VMs that shut down and are never started again (a bare VMI, or a VM whose run strategy does not restart it).
+    type: bool
+    default: false
+  allow_blocked:
+    description:
+      - Drain the rest when some VMs cannot be evicted (KubeVirt or a PDB refuses); they stay on the cordoned node and are reported as
+        C(blocked). Without it the drain is refused before any change.
+    type: bool
+    default: false
+  require_capacity:
+    description:
+      - Refuse the drain when the other schedulable nodes cannot hold the VMs by requests.
+    type: bool
+    default: true
+  max_parallel:
+    description:
+      - At most this many live migrations requested at once; unset uses KubeVirt's limits (the lower of
+        C(parallelOutboundMigrationsPerNode) and C(parallelMigrationsPerCluster)).
+    type: int
+  timeout:
+    description:
+      - Seconds the whole drain may take, preflight included.
+    type: int
+    default: 600
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - kubevirt_ops.rebalance.connection
+attributes:
+  check_mode:
+    support: full
+    description: Runs the preflight and reports what would change; cordons and evicts nothing.
+  diff_mode:
+    support: partial
+    description: The node's C(unschedulable) before and after.
+requirements:
+  - kubernetes >= 24.2.0
+seealso:
+  - module: kubevirt_ops.rebalance.kubevirt_eviction_facts
+  - module: kubevirt_ops.rebalance.vm_migration_verify
+  - module: kubernetes.core.k8s_drain
+"""
+
+EXAMPLES = r"""
+- name: Preflight only
+  kubevirt_ops.rebalance.kubevirt_node_drain:
+    node: worker-1
+  check_mode: true
+  register: preflight
+
+- name: Evacuate the VMs of worker-1 by live migration, accepting restarts of strategy None VMs
+  kubevirt_ops.rebalance.kubevirt_node_drain:
+    node: worker-1
+    allow_shutdown: true
+    timeout: 1800
+  register: drain
+
+- name: Evict every Pod of the node, as the page's second command
+  kubevirt_ops.rebalance.kubevirt_node_drain:
+    node: worker-3
+    pods: all
+    allow_shutdown: true
+
+- name: Is the node safe to power off?
+  kubevirt_ops.rebalance.kubevirt_node_drain:
+    node: worker-1
+    state: safe_to_shutdown
+  register: safe
+  failed_when: not safe.safe_to_shutdown.safe
+
+- name: Re-enable the node
+  kubevirt_ops.rebalance.kubevirt_node_drain:
+    node: worker-1
+    state: uncordon
+"""
+
+RETURN = r"""
+node:
+  description: The node.
+  returned: always
+  type: str
+state:
+  description: The state that ran.
+  returned: always
+  type: str
+was_cordoned:
+  description: The node was unschedulable before this run.
+  returned: state=drained or state=uncordon
+  type: bool
+cordoned:
+  description: The node is unschedulable after this run (in check mode, as it was).
+  returned: always
+  type: bool
+drained:
+  description: Every VM and Pod to evict has its result and no VMI is left on the node except VMs reported C(blocked).
+  returned: state=drained
+  type: bool
+preflight:
+  description:
+    - What the drain decided before any change. C(vms) (per VMI on the node C(action) of C(live_migrate), C(restart), C(replace),
+      C(lost), C(blocked), C(external), C(not_running) with C(reason), C(blocked_message), C(eviction_response), owner, launcher and
+      requests), C(counts) by action, C(pods) (C(evict), C(other), C(ignored), C(skipped), C(refused) as kubectl drain's filters),
+      C(capacity) (C(fits), C(nodes), C(placements), C(unplaced)), C(pdbs) over the node's launchers with C(blocks_evictions) and their
+      findings, C(findings) about the node's VMIs, C(limits), C(concurrency) and C(problems) (each with C(code), C(message) and the
+      C(option) that allows it).
+  returned: state=drained
+  type: dict
+vms:
+  description: One entry per VMI that was on the node.
+  returned: state=drained
+  type: list
+  elements: dict
+  contains:
+    namespace:
+      description: VMI namespace.
+      type: str
+    name:
+      description: VMI name.
+      type: str
+    action:
+      description: The preflight action.
+      type: str
+    result:
+      description: C(migrated), C(restarted), C(replaced), C(deleted), C(moved) (strategy External), C(blocked), C(not_running),
+        C(failed), C(timeout), or C(pending) (not started, in check mode or after a refused preflight).
+      type: str
+    reason:
+      description: Why, in KubeVirt's words where there are some.
+      type: str
+    source_node:
+      description: The drained node.
+      type: str
+    target_node:
+      description: Where the VM runs now (migrated or restarted).
+      type: str
+    uid_before:
+      description: The VMI UID before the drain.
+      type: str
+    uid_after:
+      description: The VMI UID after (the same after a live migration, a new one after a restart).
+      type: str
+    migration:
+      description: The VirtualMachineInstanceMigration that moved (or failed to move) the VM.
+      type: str
+    eviction:
+      description: The answer to the eviction (C(code), C(message)).
+      type: dict
+pods:
+  description: The other Pods evicted (pods=all), each with C(result) C(evicted) or C(timeout) and C(reason).
+  returned: state=drained
+  type: list
+  elements: dict
+summary:
+  description: VM results counted by result.
+  returned: state=drained
+  type: dict
+moved:
+  description: C(namespace/name) of the VMs that run elsewhere now.
+  returned: state=drained
+  type: list
+  elements: str
+migrated:
+  description: C(namespace/name) of the VMs that live-migrated (for M(kubevirt_ops.rebalance.vm_migration_verify) I(names)).
+  returned: when the drain ran
+  type: list
+  elements: str
+left:
+  description: C(namespace/name) of the VMIs still running on the node.
+  returned: state=drained
+  type: list
+  elements: str
+safe_to_shutdown:
+  description: C(safe) (no VMI runs on the node), C(vmis) left, C(other_pods) (neither DaemonSet nor launcher), C(daemonset_pods), C(note).
+  returned: state=safe_to_shutdown, or after a drain
+  type: dict
+resume:
+  description: How to continue after a failed or timed-out drain.
+  returned: when the drain did not finish
+  type: str
+concurrency:
+  description: How many live migrations this drain kept in flight at most.
+  returned: state=drained
+  type: int
+peak_in_flight:
+  description: The most live migrations this drain had requested and not yet finished at once.
+  returned: when the drain ran
+  type: int
+evictions:
+  description: Eviction C(requests) and C(responses) by HTTP code.
+  returned: when the drain ran
+  type: dict
+timed_out:
+  description: The timeout passed before every VM had its result.
+  returned: when the drain ran
+  type: bool
+waited_seconds:
+  description: Seconds the drain took.
+  returned: when the drain ran
+  type: float
+watch:
+  description: Requests of the wait (C(lists), C(watches), C(reconnects), C(relists_after_410), C(events)).
+  returned: when the drain ran
+  type: dict
+api:
+  description: Requests retried after 429, 5xx or connection errors.
+  returned: when the drain ran
+  type: dict
+ready:
+  description: The node's Ready condition.
+  returned: state=uncordon
+  type: bool
+"""
+
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.drain import DRAIN_ARG_SPEC, run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
+
+
+def main() -> None:
+    run_module(DRAIN_ARG_SPEC, run)
+
+
+if __name__ == "__main__":
+    main()
