@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Optional
@@ -79,10 +80,12 @@ def run_playbook_file(playbook, inventory: Path, workdir: Path, extra_vars: Opti
     command = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)] + (["--check"] if check else [])
     if extra_vars:
         command += ["-e", json.dumps(extra_vars)]
-    env = ansible_env(workdir, PWD=str(workdir), ANSIBLE_RETRY_FILES_ENABLED="0")
-    for key in ("K8S_AUTH_KUBECONFIG", "K8S_AUTH_CONTEXT", "ANSIBLE_CONFIG"):
-        env.pop(key, None)
-    process = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir, check=False)
+    # A short TMPDIR: ansible-core's local RPC server puts a Unix socket there (108-byte path limit).
+    with tempfile.TemporaryDirectory(prefix="ap-") as temp:
+        env = ansible_env(workdir, PWD=str(workdir), ANSIBLE_RETRY_FILES_ENABLED="0", TMPDIR=temp)
+        for key in ("K8S_AUTH_KUBECONFIG", "K8S_AUTH_CONTEXT", "ANSIBLE_CONFIG"):
+            env.pop(key, None)
+        process = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir, check=False)
     if expect_failure is not None:
         assert (process.returncode != 0) == expect_failure, "expected {0} ({1}):\n{2}\n{3}".format(
             "a failure" if expect_failure else "success", process.returncode, process.stdout[-20000:], process.stderr[-5000:])
