@@ -36,12 +36,15 @@ def clusters(tmp_path):
         stop_kubesim(sim)
 
 
-def inventory(tmp_path: Path, hosts: dict, groups: dict | None = None, drop: tuple = (), **extra) -> Path:
+def inventory(tmp_path: Path, hosts: dict, groups: dict | None = None, drop: tuple = (), host_extra: dict | None = None,
+              **extra) -> Path:
     """An inventory of clusters (name -> simulator) with the simulator inventory's rebalance variables (less
     `drop`, plus `extra`)."""
     host_vars = {name: {"kubeconfig": sim.kubeconfig, "context": "workload", "global_context": "global",
                         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}
                  for name, sim in hosts.items()}
+    for name, more in (host_extra or {}).items():
+        host_vars[name].update(more)
     variables = {key: value for key, value in {**SIMULATOR_VARS, **extra}.items() if key not in drop}
     doc = {"all": {"vars": variables, "hosts": host_vars,
                    "children": {group: {"hosts": {name: None for name in names}} for group, names in (groups or {}).items()}}}
@@ -204,7 +207,7 @@ def test_fleet_rollout_stops_at_the_failed_cluster_rolls_it_back_and_leaves_the_
     chart_policy, before = snapshot(failing)["policy"], snapshot(untouched)
     hosts = inventory(tmp_path, {"east": canary, "west": failing, "north": untouched},
                       groups={"canary": ["east"], "fleet": ["east", "west", "north"]},
-                      rebalance_trigger="create", rebalance_timeout=15)
+                      host_extra={"west": {"rebalance_timeout": 15}}, rebalance_trigger="create", rebalance_timeout=120)
     process = run_playbook_file(PLAYBOOKS / "fleet_rollout.yml", hosts, tmp_path, expect_failure=True)
     assert "The rollout stops" in process.stdout
 
