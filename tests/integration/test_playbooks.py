@@ -1,9 +1,10 @@
 """The collection's playbooks run with ansible-playbook against the simulator, as an operator runs them: the
 happy path of playbooks/rebalance.yml on `rebalance-two-workers` (a VM moved from worker-a to worker-b, the
 five checks in the report, rolled back at the end); refusals before any change (missing feature gate on
-`old-package`, a policy the module refuses, variables that contradict each other); a failed migration (rolled
-back, policy restored, the CronJob resumed only once the migrations were final); the fleet rollout over three
-simulated clusters stopping at the failed one; and `--check` on every playbook changing nothing."""
+`old-package`, a policy the module refuses, variables that contradict each other); the fleet rollout over three
+simulated clusters where the second one's migrations fail (rolled back, policy restored, the CronJob resumed only
+once the migrations were final; the rollout stops before the third); and `--check` on every playbook changing
+nothing."""
 from __future__ import annotations
 
 import json
@@ -176,46 +177,35 @@ class CronJobWatch:
         self.thread.join(timeout=10)
 
 
-def test_failed_migration_is_rolled_back_and_the_cronjob_resumes_after_migrations_are_final(tmp_path, clusters):
-    sim = clusters()
-    chart_policy = snapshot(sim)["policy"]
-    sim.kubectl("-n", "desched-test", "annotate", "vmi", *VMS, "kubesim.io/migration=fail")
-    watcher = CronJobWatch(sim)
-    try:
-        process = run_playbook_file(PLAYBOOKS / "rebalance.yml", inventory(tmp_path, {"lab": sim}), tmp_path,
-                                    expect_failure=True, extra_vars={"rebalance_trigger": "create", "rebalance_timeout": 15})
-    finally:
-        watcher.stop()
-    assert "rolled back" in process.stdout
-    result = report(tmp_path, "lab")
-    assert result["status"] == "rolled_back" and result["failed_step"] == "validate"
-    assert result["rollback"]["changed"] and result["rollback"]["resumed"]
-    after = snapshot(sim)
-    assert after["resourcepatches"] == [] and after["policy"] == chart_policy and after["cronjob"][1] is False
-    kinds = [kind for kind, _ in watcher.transitions]
-    assert kinds[:2] == ["suspend", "resume"], watcher.transitions
-    at_suspend, at_resume = watcher.transitions[0][1], watcher.transitions[1][1]
-    assert at_suspend, "a migration was requested before the rollback"
-    # KubeVirt garbage-collects finished migrations beyond a few per VMI: gone is final too.
-    assert all(at_resume.get(name, "Failed") in ("Succeeded", "Failed") for name in at_suspend), watcher.transitions
-    assert "Failed" in at_resume.values()
-
-
-def test_fleet_rollout_stops_at_the_failed_cluster_rolls_it_back_and_leaves_the_rest(tmp_path, clusters):
+def test_fleet_rollout_stops_at_the_failed_migration_rolls_it_back_and_leaves_the_rest(tmp_path, clusters):
+    """Three clusters: the canary passes, the second one's migrations fail (`kubesim.io/migration=fail`): it is
+    rolled back (policy restored, the CronJob resumed only once its migrations were final) and the rollout stops
+    before the third, which stays untouched."""
     canary, failing, untouched = clusters(), clusters(), clusters()
     failing.kubectl("-n", "desched-test", "annotate", "vmi", *VMS, "kubesim.io/migration=fail")
     chart_policy, before = snapshot(failing)["policy"], snapshot(untouched)
     hosts = inventory(tmp_path, {"east": canary, "west": failing, "north": untouched},
                       groups={"canary": ["east"], "fleet": ["east", "west", "north"]},
                       host_extra={"west": {"rebalance_timeout": 15}}, rebalance_trigger="create", rebalance_timeout=120)
-    process = run_playbook_file(PLAYBOOKS / "fleet_rollout.yml", hosts, tmp_path, expect_failure=True)
+    watcher = CronJobWatch(failing)
+    try:
+        process = run_playbook_file(PLAYBOOKS / "fleet_rollout.yml", hosts, tmp_path, expect_failure=True)
+    finally:
+        watcher.stop()
     assert "The rollout stops" in process.stdout
 
     assert report(tmp_path, "east")["status"] == "passed"
     assert snapshot(canary)["resourcepatches"], "the canary keeps its bounded policy"
-    assert report(tmp_path, "west")["status"] == "rolled_back"
+    failed = report(tmp_path, "west")
+    assert failed["status"] == "rolled_back" and failed["failed_step"] == "validate"
+    assert "kubesim.io/migration=fail" in failed["error"] and failed["rollback"]["resumed"]
     rolled_back = snapshot(failing)
     assert rolled_back["resourcepatches"] == [] and rolled_back["policy"] == chart_policy and rolled_back["cronjob"][1] is False
+    assert [transition[0] for transition in watcher.transitions][:2] == ["suspend", "resume"], watcher.transitions
+    at_suspend, at_resume = watcher.transitions[0][1], watcher.transitions[1][1]
+    assert at_suspend, "a migration was requested before the rollback"
+    # KubeVirt garbage-collects finished migrations beyond a few per VMI: gone is final too.
+    assert all(at_resume.get(name, "Failed") in ("Succeeded", "Failed") for name in at_suspend), watcher.transitions
     assert snapshot(untouched) == before and not (tmp_path / "reports" / "north").exists()
 
     summary = json.loads(next((tmp_path / "reports").glob("fleet-*.json")).read_text())
