@@ -16,7 +16,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_HOME := $(ROOT)/.cache/ansible
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help demo test venv collections sanity lint unit integration kubesim molecule build clean distclean
+.PHONY: help demo test venv collections sanity lint unit integration kubesim bench molecule build clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,6 +47,10 @@ integration: collections  ## pytest tests/integration (against the simulator)
 
 kubesim: collections  ## pytest tests/kubesim/tests (the simulator's own tests)
 	@scripts/run-tests.sh kubesim
+
+bench: collections  ## benchmarks (not tests): facts and plan at scale vs the bare list and k8s_info loops; lists
+	$(VENV)/bin/python tests/bench/bench_facts.py $(BENCH_ARGS)
+	$(VENV)/bin/python tests/bench/bench_list.py
 
 molecule: collections  ## molecule test --all for the scenarios under extensions/molecule
 	@scripts/run-tests.sh molecule

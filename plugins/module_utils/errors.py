@@ -10,7 +10,12 @@ module turns these into `fail_json` in one place, with `message` as `msg` and `a
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
+
+# The apiserver's 403 text: `<resource> ["<name>"] is forbidden: User "<u>" cannot <verb> resource "<r>" in API group "<g>" ...`
+FORBIDDEN_RE = re.compile(r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]*)" in API group "(?P<group>[^"]*)"'
+                          r'(?: in the namespace "(?P<namespace>[^"]*)")?')
 
 
 class RebalanceError(Exception):
@@ -76,19 +81,29 @@ class ApiFailure(RebalanceError):
             problem = "no answer from the API server: {0}".format(api_message or reason)
         if attempts > 1:
             problem = "{0} (gave up after {1} attempts)".format(problem, attempts)
-        super().__init__(problem, fix or fix_for_status(status), path=request, status=status, reason=reason,
-                         api_message=api_message, attempts=attempts)
+        denied = forbidden_details(api_message) if status == 403 else {}
+        super().__init__(problem, fix or fix_for_status(status, denied), path=request, status=status, reason=reason,
+                         api_message=api_message, attempts=attempts, **({"forbidden": denied} if denied else {}))
 
 
-def fix_for_status(status: int) -> str:
-    """What a person can do about an API answer with this HTTP status."""
+def forbidden_details(api_message: str) -> dict:
+    """user, verb, resource, group and namespace (None: cluster scope) from a 403 message; {} when it has another shape."""
+    match = FORBIDDEN_RE.search(api_message or "")
+    return match.groupdict() if match else {}
+
+
+def fix_for_status(status: int, denied: Optional[dict] = None) -> str:
+    """What a person can do about an API answer with this HTTP status (`denied`: forbidden_details of a 403)."""
     if status == 0:
         return "Check host, kubeconfig and context, and that the API server is reachable from where the module runs."
     if status == 401:
         return "The credentials were refused: check api_key, the kubeconfig user, or the token's expiry."
     if status == 403:
-        return ("Grant the user list permission on this resource (RBAC), or narrow the scope with namespaces "
-                "and the include option.")
+        if denied:
+            scope = 'in namespace "{0}" (Role)'.format(denied["namespace"]) if denied.get("namespace") else "cluster-wide (ClusterRole)"
+            return ('Grant the user verb "{0}" on resource "{1}" in API group "{2}" {3}: docs/rbac.md lists what each module '
+                    "and role needs.".format(denied["verb"], denied["resource"], denied["group"], scope))
+        return "Grant the user the permission this request needs (RBAC): docs/rbac.md lists what each module and role needs."
     if status == 429 or status >= 500:
         return "The API server is overloaded or failing: try again later, or raise api_retries and api_timeout."
     return "Check the options that shape this request."

@@ -25,7 +25,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kubevirt import meta, migration_limits, pick_kubevirt
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.planner import plan_policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_model import dump_policy, load_policy, same_policy
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_render import render_policy
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_render import check_options, render_policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_validate import check_policy
 
 try:
@@ -57,6 +57,7 @@ def wanted_policy(params: dict, existing: Optional[dict]) -> dict:
     if missing:
         raise InvalidOption("{0} not set".format(" and ".join(missing)),
                             "Give thresholds and target_thresholds (percent per resource), or a whole policy.", path=missing[0])
+    check_options(params)
     return render_policy(params, existing)
 
 
@@ -366,6 +367,13 @@ def _restored(params: dict, check_mode: bool, cluster: Cluster, configmap: dict,
         where = "{0}/{1}".format(meta(backup).get("namespace"), meta(backup).get("name"))
         raise InvalidOption("the backup is of ConfigMap {0}, not {1}/{2}".format(where, cluster.namespace, meta(configmap)["name"]),
                             "Give the backup of this ConfigMap, or set descheduler_namespace and descheduler_name.", path="backup_file")
+    backup_uid, live_uid = meta(backup).get("uid"), meta(configmap).get("uid")
+    if backup_uid and live_uid and backup_uid != live_uid:
+        raise InvalidOption("the backup is of a ConfigMap with uid {0}, but {1}/{2} here has uid {3}: it was taken on another cluster, "
+                            "or the ConfigMap was deleted and created again since".format(backup_uid, cluster.namespace, meta(configmap)["name"],
+                                                                                          live_uid),
+                            "Give the backup taken on this cluster (its file name starts with the cluster name); to restore it here "
+                            "anyway, remove metadata.uid from the file.", path="backup_file")
     wanted = backup.get("data") or {}
     result["restored_from"] = params["backup_file"]
     if (configmap.get("data") or {}) == wanted:

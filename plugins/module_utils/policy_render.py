@@ -18,6 +18,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_mode
     merge_profile,
 )
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.quantity import RESOURCES
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.selectors import check_labels, is_dns_label, is_dns_subdomain
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 DEFAULT_PROFILE = "vm-rebalance"
@@ -51,6 +52,24 @@ def vm_label_selector(vm_labels: Optional[dict], vm_selector: Optional[dict]) ->
     if vm_labels:
         return {"matchLabels": dict(vm_labels)}
     return dict(vm_selector) if vm_selector else None
+
+
+def check_options(options: dict) -> None:
+    """Names the option (not the rendered policy field) when a node name, VM label or namespace is malformed."""
+    for index, node in enumerate(options.get("nodes") or []):
+        if not is_dns_subdomain(str(node)):
+            raise InvalidOption("{0!r} is not a valid node name".format(node), "Give node names as kubectl get nodes shows them.",
+                                path="nodes[{0}]".format(index))
+    try:
+        check_labels(options.get("vm_labels") or {})
+    except ValueError as error:
+        raise InvalidOption(str(error), "Give the VMs' labels as in spec.template.metadata.labels, e.g. {app: desched-test}.",
+                            path="vm_labels") from error
+    for index, namespace in enumerate(options.get("exclude_namespaces") or []):
+        if not is_dns_label(str(namespace)):
+            raise InvalidOption("{0!r} is not a valid namespace name".format(namespace),
+                                "Use lower-case letters, digits and '-', at most 63 characters (RFC 1123 label).",
+                                path="exclude_namespaces[{0}]".format(index))
 
 
 def render_profile(options: dict) -> dict:

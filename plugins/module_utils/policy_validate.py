@@ -43,7 +43,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_mode
     enabled_plugins,
     plugin_config,
 )
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.selectors import matches_selector_string, parse_label_selector
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.selectors import check_labels, matches_selector_string, parse_label_selector
 
 DEFAULT_MIN_GAP = 5
 KUBEVIRT_DEFAULT_LIMITS = {"parallel_migrations_per_cluster": 5, "parallel_outbound_migrations_per_node": 2}
@@ -204,6 +204,15 @@ def _check_lnu(check: Checker, args: dict, path: str) -> None:
         check.count(limits, "node", path + ".evictionLimits.node")
 
 
+def _check_match_labels(check: Checker, labels: Any, path: str) -> None:
+    if not isinstance(labels, dict):
+        return
+    try:
+        check_labels(labels)
+    except ValueError as error:
+        check.error(path, str(error), "Use label keys and values as Kubernetes accepts them, e.g. app: desched-test.")
+
+
 def _check_profile(check: Checker, profile: Any, index: int, names: Dict[str, int]) -> Optional[Tuple[str, dict]]:
     path = "profiles[{0}]".format(index)
     if not check.keys(profile, path, PROFILE_FIELDS, "a profile"):
@@ -233,7 +242,8 @@ def _check_profile(check: Checker, profile: Any, index: int, names: Dict[str, in
             if plugin == DEFAULT_EVICTOR:
                 _check_protections(check, args, where + ".args")
                 for field in ("labelSelector", "namespaceLabelSelector"):
-                    check.keys(args.get(field), "{0}.args.{1}".format(where, field), LABEL_SELECTOR_FIELDS, "a label selector")
+                    if check.keys(args.get(field), "{0}.args.{1}".format(where, field), LABEL_SELECTOR_FIELDS, "a label selector"):
+                        _check_match_labels(check, args[field].get("matchLabels"), "{0}.args.{1}.matchLabels".format(where, field))
             elif plugin == LOW_NODE_UTILIZATION:
                 _check_lnu(check, args, where + ".args")
     plugins = profile.get("plugins")

@@ -8,7 +8,7 @@ PodDisruptionBudgets use, matched against labels without a cluster."""
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 Requirement = Tuple[str, str, Tuple[str, ...]]
 
@@ -51,6 +51,13 @@ def _check_value(value: str) -> str:
         raise ValueError("invalid label value {0!r}: at most 63 letters, digits, '-', '_' or '.', "
                          "beginning and ending with a letter or digit".format(value))
     return value
+
+
+def check_labels(labels: Dict[str, Any]) -> None:
+    """ValueError naming the first key or value of a label map (matchLabels) that Kubernetes would refuse."""
+    for key, value in labels.items():
+        _check_key(str(key))
+        _check_value("" if value is None else str(value))
 
 
 def _parse_term(term: str) -> Requirement:

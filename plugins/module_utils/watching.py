@@ -23,6 +23,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.connection 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure
 
 GONE = 410
+REFUSED = frozenset((401, 403))  # credentials or RBAC: reconnecting cannot help, so the wait ends with the API's answer
 MIN_BACKOFF = 0.2
 MAX_BACKOFF = 5.0
 
@@ -125,8 +126,14 @@ class WatchSet:
             except Exception as error:  # pylint: disable=broad-exception-caught  # any failure of a watch is reconnected
                 if self._stop.is_set():
                     return
-                status = error.status if isinstance(error, ApiFailure) else getattr(classify(error), "status", None)
+                failure = classify(error) if not isinstance(error, ApiFailure) else None
+                status = error.status if isinstance(error, ApiFailure) else getattr(failure, "status", None)
                 self.errors.append("{0}: {1}".format(stream.name, error))
+                if status in REFUSED:
+                    refused = error if isinstance(error, ApiFailure) else ApiFailure(
+                        "watch {0}".format(stream.name), status, failure.reason, failure.message)
+                    self._events.put(("refused", stream.name, None, refused))
+                    return
                 self.stats["reconnects"] += 1
                 if status == GONE:
                     self.stats["relists_after_410"] += 1
@@ -145,6 +152,9 @@ class WatchSet:
     # ------------------------------------------------------------------------------------ the cache
     def _apply(self, item: tuple) -> None:
         kind, name, event_type, payload = item
+        if kind == "refused":
+            self.stop()
+            raise payload
         self.stats["events"] += 1
         if kind == "replace":
             self.cache[name] = {_key(obj): obj for obj in payload}
@@ -160,7 +170,8 @@ class WatchSet:
 
     def wait(self, predicate: Callable[["WatchSet"], bool]) -> bool:
         """Apply events until `predicate(self)` is true (True) or the deadline passes (False). The predicate is
-        asked once at the start and after each batch of events that arrived together."""
+        asked once at the start and after each batch of events that arrived together. A watch refused with 401 or
+        403 stops every stream and raises its ApiFailure."""
         if predicate(self):
             return True
         while True:

@@ -20,7 +20,7 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"kubesim: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
-    kubeconfig.write(args.kubeconfig, sim.urls(), current="workload")
+    kubeconfig.write(args.kubeconfig, sim.urls(), current="workload", users=sim.scenario.users)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

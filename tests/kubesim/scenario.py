@@ -16,7 +16,7 @@ from .resources import DEFAULT_BUNDLES, KUBERNETES_BUNDLES, Registry, resolve_bu
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_TOP_KEYS = {"name", "description", "timeScale", "kubernetes", "clusters", "extends"}
+_TOP_KEYS = {"name", "description", "timeScale", "kubernetes", "clusters", "extends", "rbac", "users"}
 _CLUSTER_KEYS = {"bundles", "namespaces", "objects", "logs", "generate", "history", "remove"}
 
 
@@ -32,6 +32,8 @@ class Scenario:
     kubernetes: dict = field(default_factory=lambda: {"gitVersion": "v1.35.0"})
     clusters: dict[str, dict] = field(default_factory=dict)
     path: str = ""
+    rbac: bool = False
+    users: list[dict] = field(default_factory=list)
 
 
 def available() -> list[str]:
@@ -102,7 +104,8 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Scenario:
     if data.get("extends"):
         base = load(data["extends"], _seen + (path,))
         data = _merge({"name": base.name, "description": base.description, "timeScale": base.time_scale,
-                       "kubernetes": base.kubernetes, "clusters": base.clusters}, data)
+                       "kubernetes": base.kubernetes, "clusters": base.clusters, "rbac": base.rbac,
+                       "users": base.users}, data)
     clusters = data.get("clusters") or {"workload": {}}
     for cname, cdata in clusters.items():
         unknown = set(cdata or {}) - _CLUSTER_KEYS
@@ -112,7 +115,21 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Scenario:
     return Scenario(name=data.get("name") or os.path.basename(path)[:-5], description=data.get("description", ""),
                     time_scale=float(data.get("timeScale", 1.0)),
                     kubernetes=data.get("kubernetes") or {"gitVersion": "v1.35.0"},
-                    clusters=clusters, path=path)
+                    clusters=clusters, path=path, rbac=bool(data.get("rbac")), users=_users(path, data.get("users")))
+
+
+def _users(path: str, users: Any) -> list[dict]:
+    """`users: [{name, token, groups}]`: the bearer tokens the simulator knows (see rbac.py)."""
+    if users in (None, []):
+        return []
+    if not isinstance(users, list):
+        raise ScenarioError(f"scenario {path}: users must be a list of {{name, token, groups}}")
+    for index, user in enumerate(users):
+        if not isinstance(user, dict) or not user.get("name") or not user.get("token") or \
+                set(user) - {"name", "token", "groups"}:
+            raise ScenarioError(f"scenario {path}: users[{index}]: needs name and token (and optional groups), "
+                                f"got {user!r}")
+    return [dict(user) for user in users]
 
 
 def build_cluster(name: str, spec: dict, clock: Clock) -> Cluster:

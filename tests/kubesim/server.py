@@ -21,6 +21,7 @@ from . import discovery, errors, kubeconfig, openapi, tables
 from .api import PATCH_TYPES, Cluster, RequestContext
 from .errors import ApiError
 from .faults import Faults
+from .rbac import Attributes, Authorizer
 from .resources import ResourceType
 from .store import BOOKMARK, DELETED, ERROR, encode
 
@@ -44,8 +45,9 @@ class KubeSimServer(ThreadingHTTPServer):
 
     def __init__(self, address, clusters: dict[str, Cluster], version: dict, faults: Faults | None = None,
                  default_cluster: str = "workload", info: dict | None = None, managers: dict | None = None,
-                 verbose: bool = False):
+                 verbose: bool = False, authorizer: Authorizer | None = None):
         self.clusters = clusters
+        self.authorizer = authorizer or Authorizer(admin_token=kubeconfig.TOKEN)
         self.version = version
         self.faults = faults or Faults()
         self.default_cluster = default_cluster if default_cluster in clusters else next(iter(clusters))
@@ -158,6 +160,7 @@ class Handler(BaseHTTPRequestHandler):
         resource = route.resource if route else (path.rstrip("/") or "/")   # `/version/` counts as `/version`
         faults = self.server.faults
         faults.count(cluster.name, verb, resource)
+        self._authorize(cluster, route, verb, path)
         action = faults.decide({"cluster": cluster.name, "verb": verb, "resource": resource,
                                 "namespace": route.namespace if route else None,
                                 "name": route.name if route else None})
@@ -181,6 +184,17 @@ class Handler(BaseHTTPRequestHandler):
             self._nonresource(cluster, method, path)
             return
         self._resource(cluster, method, route, verb, query, body)
+
+    def _authorize(self, cluster: Cluster, route: Route | None, verb: str, path: str) -> None:
+        """Authentication, then RBAC (both only where the scenario turns RBAC on; see rbac.py)."""
+        authorizer = self.server.authorizer
+        user = authorizer.authenticate(self.headers.get("Authorization") or "")
+        if route is None:
+            attrs = Attributes(verb=verb, path=path)
+        else:
+            attrs = Attributes(verb=verb, group=route.rt.group, resource=route.rt.plural, subresource=route.sub,
+                               namespace=route.namespace or "", name=route.name or "")
+        authorizer.authorize(cluster, user, attrs)
 
     def _route(self, cluster: Cluster, path: str) -> Route | None:
         segs = [s for s in path.split("/") if s]
@@ -256,6 +270,8 @@ class Handler(BaseHTTPRequestHandler):
         token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
         if not token:
             return "system:anonymous"
+        if token in self.server.authorizer.tokens:
+            return self.server.authorizer.tokens[token].name
         return "kubernetes-admin" if token == kubeconfig.TOKEN else f"token:{token[:8]}"
 
     def _decode(self, body: bytes, content_type: str) -> Any:
@@ -465,6 +481,12 @@ class Handler(BaseHTTPRequestHandler):
                 self._send_json(200, {"removed": removed})
             else:
                 self._send_json(200, {"faults": faults.rules()})
+        elif topic == "users" and method == "POST":
+            try:
+                user = server.authorizer.add_user(data)
+            except ValueError as exc:
+                raise errors.bad_request(str(exc)) from None
+            self._send_json(201, {"name": user.name, "groups": list(user.all_groups), "rbac": server.authorizer.enabled})
         elif topic == "compact" and method == "POST":
             cluster = server.clusters.get(query.get("cluster", server.default_cluster))
             if cluster is None:

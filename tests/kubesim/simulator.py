@@ -8,7 +8,9 @@ from . import scenario as scenarios
 from .clock import Clock
 from .components import COMPONENTS
 from .controllers import ControllerManager
+from . import kubeconfig
 from .faults import Faults
+from .rbac import Authorizer
 from .server import KubeSimServer
 
 
@@ -28,9 +30,10 @@ class Simulator:
         for name, spec in self.scenario.clusters.items():
             scenarios.populate(self.clusters[name], spec or {})
         self.faults = Faults()
-        info = {"scenario": self.scenario.name, "timeScale": self.clock.time_scale}
+        info = {"scenario": self.scenario.name, "timeScale": self.clock.time_scale, "rbac": self.scenario.rbac}
         self.server = KubeSimServer((host, port), self.clusters, self.scenario.kubernetes, self.faults,
-                                    info=info, managers=self.managers, verbose=verbose)
+                                    info=info, managers=self.managers, verbose=verbose,
+                                    authorizer=Authorizer(self.scenario.rbac, self.scenario.users, kubeconfig.TOKEN))
         self._thread = threading.Thread(target=self.server.serve_forever, name="kubesim-http", daemon=True)
 
     @property

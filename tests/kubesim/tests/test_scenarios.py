@@ -48,3 +48,11 @@ def test_every_bundled_scenario_loads():
     assert "rebalance-two-workers" in names
     for name in names:
         assert scenario.load(name).clusters
+
+
+def test_rbac_and_users_are_inherited_and_malformed_users_name_the_entry(tmp_path):
+    base = write(tmp_path, "secured", "rbac: true\nusers: [{name: alice, token: t1}]\n")
+    child = scenario.load(write(tmp_path, "child-rbac", f"extends: {base}\n"))
+    assert child.rbac is True and child.users == [{"name": "alice", "token": "t1"}]
+    with pytest.raises(scenario.ScenarioError, match=r"users\[0\]: needs name and token"):
+        scenario.load(write(tmp_path, "bad-users", "rbac: true\nusers: [{name: bob}]\n"))

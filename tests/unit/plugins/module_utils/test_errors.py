@@ -32,3 +32,17 @@ def test_api_failure_carries_status_reason_and_attempts():
 def test_kind_not_served():
     error = KindNotServed("ModuleInfo")
     assert error.message.startswith("the server doesn't serve the kind ModuleInfo.") and error.as_dict()["kind"] == "ModuleInfo"
+
+
+def test_forbidden_names_the_verb_resource_group_and_scope_and_the_grant():
+    message = ('configmaps "descheduler" is forbidden: User "ops" cannot update resource "configmaps" in API group "" '
+               'in the namespace "descheduler"')
+    error = ApiFailure("update configmap descheduler/descheduler", 403, "Forbidden", message)
+    assert error.as_dict()["forbidden"] == {"user": "ops", "verb": "update", "resource": "configmaps", "group": "",
+                                            "namespace": "descheduler"}
+    assert 'Grant the user verb "update" on resource "configmaps" in API group "" in namespace "descheduler" (Role)' in error.message
+    cluster = ApiFailure("list nodes", 403, "Forbidden",
+                         'nodes is forbidden: User "ops" cannot list resource "nodes" in API group "" at the cluster scope')
+    assert cluster.as_dict()["forbidden"]["namespace"] is None and "cluster-wide (ClusterRole)" in cluster.message
+    other = ApiFailure("list nodes", 403, "Forbidden", "denied by a webhook")
+    assert "forbidden" not in other.as_dict() and "docs/rbac.md" in other.message

@@ -138,3 +138,15 @@ def test_same_policy_compares_data_not_text():
     changed = copy.deepcopy(k8s.VM_POLICY)
     changed["maxNoOfPodsToEvictTotal"] = 2
     assert not model.same_policy(k8s.VM_POLICY, changed)
+
+
+@pytest.mark.parametrize("options,path", [
+    ({"nodes": ["worker-a", "Worker B"]}, "nodes[1]"),
+    ({"vm_labels": {"app": "a b"}}, "vm_labels"),
+    ({"vm_labels": {"bad key!": "x"}}, "vm_labels"),
+    ({"exclude_namespaces": ["ok", "Not_OK"]}, "exclude_namespaces[1]"),
+])
+def test_malformed_render_options_name_the_option(options, path):
+    with pytest.raises(InvalidOption) as error:
+        render.check_options(options)
+    assert error.value.path == path

@@ -43,3 +43,11 @@ def test_label_selector_objects():
                                                     ("-x", False, False), ("x" * 64, False, True)])
 def test_names(name, label, subdomain):
     assert selectors.is_dns_label(name) is label and selectors.is_dns_subdomain(name) is subdomain
+
+
+def test_check_labels_names_the_bad_key_or_value():
+    selectors.check_labels({"app": "desched-test", "kubevirt.io/domain": "vm-1", "empty": ""})
+    with pytest.raises(ValueError, match="invalid label value 'a b'"):
+        selectors.check_labels({"app": "a b"})
+    with pytest.raises(ValueError, match="invalid label key"):
+        selectors.check_labels({"-x": "y"})

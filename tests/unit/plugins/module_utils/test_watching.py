@@ -116,3 +116,20 @@ def test_observer_sees_listed_and_watched_objects():
     assert seen == [("ADDED", None), ("MODIFIED", "x")]
     ws.stop()
     script.release.set()
+
+
+def test_a_refused_watch_ends_the_wait_with_the_api_answer_instead_of_reconnecting():
+    denied = ApiFailure("watch vmis", 403, "Forbidden",
+                        'virtualmachineinstances.kubevirt.io is forbidden: User "u" cannot watch resource "virtualmachineinstances" '
+                        'in API group "kubevirt.io" in the namespace "ns"')
+    script = Script([denied], [{"type": "MODIFIED", "object": obj("a", 11)}])
+    ws = watchset(Lister([([obj("a", 10)], "10")]), script)
+    ws.start()
+    started = time.monotonic()
+    try:
+        ws.wait(lambda w: False)
+    except ApiFailure as error:
+        assert error.status == 403 and 'cannot watch resource "virtualmachineinstances"' in error.message
+    else:
+        raise AssertionError("the wait did not raise")
+    assert time.monotonic() - started < 1 and len(script.versions) == 1

@@ -1,0 +1,98 @@
+"""Secrets never reach module results, logs or written files: a playbook run with -vvv uses a kubeconfig holding a
+bearer token and a client key, and `api_key` directly, for every module (facts, a policy apply that writes a
+backup, migration verify with evidence files); neither the token, the key nor the api_key appears in the output,
+the registered results printed back, or any file the run wrote."""
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from .ansible_run import BIN, ansible_env, localhost_inventory
+from .conftest import start_kubesim, stop_kubesim
+from .test_descheduler_policy import PAGE_OPTIONS
+
+TOKEN = "s3cr3t-token-5f1e9c7a"
+API_KEY = "s3cr3t-apikey-8d2b4e6f"
+CLIENT_KEY = "-----BEGIN PRIVATE KEY-----\nS3CR3TKEYMATERIAL0123456789abcdef\n-----END PRIVATE KEY-----\n"
+CLIENT_CERT = "-----BEGIN CERTIFICATE-----\nPUBLICCERTMATERIAL\n-----END CERTIFICATE-----\n"
+
+
+def grant_everything(sim) -> None:
+    rbac = "/apis/rbac.authorization.k8s.io/v1/"
+    for plural, body in (("clusterroles", {"metadata": {"name": "all"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+                         ("clusterrolebindings", {"metadata": {"name": "all"}, "subjects": [{"kind": "Group", "name": "system:authenticated"}],
+                                                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "all"}})):
+        request = urllib.request.Request(sim.url + rbac + plural, method="POST", headers={"Content-Type": "application/json"},
+                                         data=json.dumps(dict(body, apiVersion="rbac.authorization.k8s.io/v1",
+                                                              kind="ClusterRole" if plural == "clusterroles" else "ClusterRoleBinding")).encode())
+        urllib.request.urlopen(request, timeout=30).close()
+
+
+def secret_kubeconfig(sim, path: Path) -> None:
+    config = yaml.safe_load(Path(sim.kubeconfig).read_text())
+    config["users"] = [{"name": "kubesim-admin", "user": {
+        "token": TOKEN, "client-key-data": base64.b64encode(CLIENT_KEY.encode()).decode(),
+        "client-certificate-data": base64.b64encode(CLIENT_CERT.encode()).decode()}}]
+    path.write_text(yaml.safe_dump(config))
+
+
+def test_no_token_key_or_api_key_in_output_results_or_files_with_vvv(tmp_path):
+    # RBAC on, and only these two tokens known: a run without the secrets would get 401, so the check is not vacuous
+    scenario = tmp_path / "secrets.yaml"
+    scenario.write_text(yaml.safe_dump({"extends": "rebalance-two-workers", "name": "secrets", "rbac": True,
+                                        "users": [{"name": "token-user", "token": TOKEN}, {"name": "key-user", "token": API_KEY}]}))
+    sim = start_kubesim(str(scenario), tmp_path / "sim")
+    try:
+        grant_everything(sim)
+        kubeconfig = tmp_path / "secret-kubeconfig"
+        secret_kubeconfig(sim, kubeconfig)
+        out = tmp_path / "out"
+        play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
+            {"name": "facts from a kubeconfig with a token and a client key",
+             "kubevirt_ops.rebalance.kubevirt_eviction_facts": {"kubeconfig": str(kubeconfig)}, "register": "facts"},
+            {"name": "facts with host and api_key",
+             "kubevirt_ops.rebalance.kubevirt_eviction_facts": {"host": sim.url, "api_key": API_KEY, "include": ["vmis"]},
+             "register": "facts_key"},
+            {"name": "apply a policy (backup written)",
+             "kubevirt_ops.rebalance.descheduler_policy": dict(
+                 PAGE_OPTIONS, host=sim.url, api_key=API_KEY, backup_dir=str(out / "backups"), cluster_name="workload"),
+             "register": "applied"},
+            {"name": "record",
+             "kubevirt_ops.rebalance.vm_migration_verify": {
+                 "kubeconfig": str(kubeconfig), "mode": "record", "namespace": "desched-test", "label_selector": "app=desched-test"},
+             "register": "baseline"},
+            {"name": "verify with evidence files (nothing moves: a failed verdict is fine here)",
+             "kubevirt_ops.rebalance.vm_migration_verify": {
+                 "host": sim.url, "api_key": API_KEY, "namespace": "desched-test", "baseline": "{{ baseline.baseline }}", "timeout": 2,
+                 "evidence_path": str(out / "evidence")},
+             "register": "verified", "ignore_errors": True},
+            {"name": "a refused connection's error", "ignore_errors": True, "register": "refused",
+             "kubevirt_ops.rebalance.kubevirt_eviction_facts": {"host": "http://127.0.0.1:1", "api_key": API_KEY, "api_retries": 0}},
+            {"name": "print every result back", "ansible.builtin.copy": {
+                "content": "{{ {'facts': facts, 'facts_key': facts_key, 'applied': applied, 'baseline': baseline, 'verified': verified, "
+                           "'refused': refused} | to_nice_json }}", "dest": str(out / "results.json"), "mode": "0600"}},
+        ]}]
+        playbook = tmp_path / "play.yml"
+        playbook.write_text(yaml.safe_dump(play, sort_keys=False))
+        out.mkdir()
+        env = ansible_env(tmp_path, ANSIBLE_LOG_PATH=str(out / "ansible.log"))
+        process = subprocess.run([str(BIN / "ansible-playbook"), "-vvv", "-i", str(localhost_inventory(tmp_path)), str(playbook)],
+                                 capture_output=True, text=True, timeout=300, env=env, check=False)
+        assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+        results = json.loads((out / "results.json").read_text())
+        assert results["facts"]["vmis"] and results["applied"]["changed"] and results["applied"]["backup_path"]
+        assert results["refused"]["failed"] and (out / "evidence.json").is_file() and (out / "evidence.md").is_file()
+        texts = {"stdout": process.stdout, "stderr": process.stderr}
+        texts.update({str(p): p.read_text(errors="replace") for p in out.rglob("*") if p.is_file()})
+        assert len(texts) >= 6  # stdout, stderr, the log, results, backup, evidence json and md
+        secrets = [TOKEN, API_KEY, "S3CR3TKEYMATERIAL", base64.b64encode(CLIENT_KEY.encode()).decode()[:40]]
+        for where, text in texts.items():
+            for secret in secrets:
+                assert secret not in text, "{0} shows {1}".format(where, secret[:12])
+    finally:
+        stop_kubesim(sim)
