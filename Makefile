@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-demo: collections  ## start the simulator (two workers) and show the cluster with kubectl
+demo: collections  ## the main job: rebalance the simulator (two workers) with playbooks/rebalance.yml and print the report
 	@scripts/demo.sh
 
 test: collections  ## run every test tier that exists; prints `test-suite: N passed, N failed`

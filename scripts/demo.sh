@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The main job, run by `make demo`. For now: start the simulator with the rebalance-two-workers scenario,
-# show the cluster with the real kubectl (nodes, VMs, the Descheduler plugin), stop the simulator. The
-# rebalance roles (issue 7) make this the full rebalance procedure.
+# The main job, run by `make demo`: start the simulator with the rebalance-two-workers scenario (the rebalance
+# page's verification setting), show the cluster with the real kubectl, run playbooks/rebalance.yml end to end
+# against it (preflight, backup, apply the page's bounded policy, validate one live migration by the five
+# checks, roll back at the end) and print the Markdown report. Reports and backups go to .cache/demo/.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,10 +57,33 @@ show() {
     say "kubectl --kubeconfig ${KUBECONFIG_FILE#"${ROOT}/"} $*"
     kubectl --kubeconfig "${KUBECONFIG_FILE}" "$@"
 }
-show get nodes -o wide
-show get vm,vmi -A -o wide
+show get nodes
+show get vmi -A -o wide
 show -n descheduler get cronjob,configmap -l app.kubernetes.io/name=descheduler
-show --context global get moduleinfo -l cpaas.io/module-name=descheduler
+
+RUN="${STATE}/run"
+rm -rf "${RUN}"
+mkdir -p "${RUN}"
+say "ansible-playbook -i inventories/simulator playbooks/rebalance.yml -e rebalance_rollback_at_end=true"
+# The playbook runs from .cache/demo/run so that its reports/ and backups/ land there.
+if ! (cd "${RUN}" && KUBESIM_KUBECONFIG="${KUBECONFIG_FILE}" ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-1}" \
+        ansible-playbook -i "${ROOT}/inventories/simulator" "${ROOT}/playbooks/rebalance.yml" \
+        -e '{"rebalance_rollback_at_end": true, "rebalance_trigger": "create", "rebalance_cycles": 1}' \
+        -e rebalance_report_show=false >"${RUN}/ansible.log" 2>&1); then
+    tail -n 40 "${RUN}/ansible.log" >&2
+    REPORT="$(find "${RUN}/reports" -name 'rebalance-*.md' 2>/dev/null | head -n 1)"
+    [[ -n "${REPORT}" ]] && cat "${REPORT}"
+    die "the rebalance failed; full output: ${RUN#"${ROOT}/"}/ansible.log"
+fi
+grep -E '^(PLAY RECAP|workload +:)' "${RUN}/ansible.log" || true
+
+REPORT="$(find "${RUN}/reports" -name 'rebalance-*.md' | head -n 1)"
+[[ -n "${REPORT}" ]] || die "the playbook wrote no report under ${RUN#"${ROOT}/"}/reports"
+say "the report (${REPORT#"${ROOT}/"}, JSON next to it)"
+cat "${REPORT}"
+
+show -n descheduler get resourcepatch
+show -n descheduler get cronjob descheduler -o jsonpath='{.spec.suspend}{"\n"}'
 
 say "stopping the simulator"
 stop_simulator

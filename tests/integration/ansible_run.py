@@ -265,3 +265,24 @@ def run_tasks(sim, tasks: list, *, check: bool = False, diff: bool = False, extr
     else:
         assert process.returncode == 0, f"ansible-playbook failed ({process.returncode}):\n{process.stdout}\n{process.stderr}"
     return run
+
+
+def run_playbook_file(playbook, inventory: Path, workdir: Path, extra_vars: Optional[dict] = None, check: bool = False,
+                      expect_failure: Optional[bool] = False, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run one of the collection's playbooks (a path, or `kubevirt_ops.rebalance.<name>`) with `inventory`, from
+    `workdir` (relative report and backup directories land there). `expect_failure` True/False asserts the
+    outcome; None accepts either."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = [str(BIN / "ansible-playbook"), "-i", str(inventory), str(playbook)] + (["--check"] if check else [])
+    if extra_vars:
+        command += ["-e", json.dumps(extra_vars)]
+    # A short TMPDIR: ansible-core's local RPC server puts a Unix socket there (108-byte path limit).
+    with tempfile.TemporaryDirectory(prefix="ap-") as temp:
+        env = ansible_env(workdir, temp, PWD=str(workdir), ANSIBLE_RETRY_FILES_ENABLED="0")
+        for key in ("K8S_AUTH_KUBECONFIG", "K8S_AUTH_CONTEXT", "ANSIBLE_CONFIG"):
+            env.pop(key, None)
+        process = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir, check=False)
+    if expect_failure is not None:
+        assert (process.returncode != 0) == expect_failure, "expected {0} ({1}):\n{2}\n{3}".format(
+            "a failure" if expect_failure else "success", process.returncode, process.stdout[-20000:], process.stderr[-5000:])
+    return process
