@@ -235,7 +235,7 @@ def test_policy_absent_without_delete_on_resource_patches_deletes_none(sim, tmp_
 def test_every_documented_manifest_is_a_valid_rbac_object():
     for path in sorted(RBAC_DIR.glob("*.yaml")):
         document = yaml.safe_load(path.read_text())
-        assert document["kind"] == "List" and [d["kind"] for d in document["items"]] == ["ClusterRole", "Role"], path
+        assert document["kind"] == "List" and [d["kind"] for d in document["items"]] in (["ClusterRole", "Role"], ["ClusterRole"], ["Role"]), path
         for doc in document["items"]:
             assert doc["apiVersion"] == "rbac.authorization.k8s.io/v1" and doc["kind"] in ("ClusterRole", "Role"), path
             assert doc["metadata"]["name"].startswith("kubevirt-ops-"), path
