@@ -3,6 +3,7 @@ its documented set (docs/rbac/<module>.yaml, docs/rbac/roles/<role>.yaml) on the
 succeeds; with one permission taken out it fails naming the verb and the resource, the cluster as before."""
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from .conftest import start_kubesim, stop_kubesim
@@ -10,8 +11,6 @@ from .module_call import call_module
 from .role_run import run_role
 from .test_descheduler_policy import PAGE_OPTIONS, PAGE_YAML
 from .test_least_privilege import RBAC_DIR, api, as_user, assert_denied, grant, manifests, snapshot, without
-
-import pytest
 
 USERS = ["run", "wait", "rollback", "compat", "reduced"]
 
