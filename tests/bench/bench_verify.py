@@ -66,8 +66,8 @@ def settle(sim, deadline: float = 120) -> None:
 
 def final_migration_at(sim, seen: dict, ready: threading.Event) -> None:
     api = client.CustomObjectsApi(config.new_client_from_config(sim.kubeconfig))
-    known = {m["metadata"]["name"] for m in api.list_namespaced_custom_object("kubevirt.io", "v1", NAMESPACE,
-                                                                             "virtualmachineinstancemigrations")["items"]}
+    listed = api.list_namespaced_custom_object("kubevirt.io", "v1", NAMESPACE, "virtualmachineinstancemigrations")
+    known = {m["metadata"]["name"] for m in listed["items"]}
     ready.set()
     for event in watch.Watch().stream(api.list_namespaced_custom_object, "kubevirt.io", "v1", NAMESPACE,
                                       "virtualmachineinstancemigrations", timeout_seconds=120):
@@ -127,7 +127,7 @@ def main() -> int:
         # the idle waits first: after a failed evacuation KubeVirt keeps retrying it, so the VM never rests again
         short, long_ = (float(x) for x in args.waits.split(","))
         counts = (waiting(sim, short), waiting(sim, long_))
-        latencies = {kind: [one_latency(sim, kind == "fail") for _ in range(args.repeat)] for kind in ("pass", "fail")}
+        latencies = {kind: [one_latency(sim, kind == "fail") for _run in range(args.repeat)] for kind in ("pass", "fail")}
     finally:
         stop_kubesim(sim)
     print("| measurement | runs | median s | max s |")

@@ -56,6 +56,6 @@ def test_a_conflict_on_the_configmap_update_fails_clearly_and_changes_nothing(si
     run = run_role(sim, ROLE, role_vars(tmp_path), expect_failure=True)
     assert "409" in run.stdout and "Conflict" in run.stdout, run.stdout[-3000:]
     assert policy_objects(sim) == before and fired(sim, rules)
-    backups = [path for path in (tmp_path / "backups").rglob("*.yaml")]
+    backups = list((tmp_path / "backups").rglob("*.yaml"))
     assert backups and any(yaml.safe_load(path.read_text()).get("data", {}).get("policy.yaml") == before["configmap"]["data"]["policy.yaml"]
                            for path in backups), backups
