@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from .conftest import start_kubesim, stop_kubesim
+from .conftest import ROOT, start_kubesim, stop_kubesim
 from .module_call import call_module
 from .role_run import run_role
 from .test_descheduler_policy import PAGE_OPTIONS, PAGE_YAML
 from .test_least_privilege import RBAC_DIR, api, as_user, assert_denied, grant, manifests, snapshot, without
 
-USERS = ["run", "wait", "rollback", "compat", "reduced"]
+USERS = ["run", "wait", "rollback", "compat", "rebalance", "reduced"]
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +26,8 @@ def sim(tmp_path_factory):
     grant(started, "wait", manifests("vm_migration_wait"))
     grant(started, "rollback", manifests("roles/descheduler_rollback"))
     grant(started, "compat", manifests("roles/descheduler_compat")[:2])
+    if (ROOT / "roles" / "descheduler_rebalance").is_dir():
+        grant(started, "rebalance", manifests("roles/descheduler_rebalance"))
     yield started
     stop_kubesim(started)
 
@@ -95,10 +97,26 @@ def test_compat_role_runs_as_its_user_and_without_listing_configmaps_names_it(si
     role_denied(denied, "list", "configmaps")
 
 
+@pytest.mark.skipif(not (ROOT / "roles" / "descheduler_rebalance").is_dir(), reason="descheduler_rebalance is not on this branch")
+def test_rebalance_role_applies_the_page_policy_as_its_user_and_without_update_changes_nothing(sim, tmp_path):
+    """Last in this file: it leaves the page's policy applied (preflight, backup and plan are reads, update the one write)."""
+    variables = {"descheduler_rebalance_namespace": "desched-test", "descheduler_rebalance_nodes": ["worker-a", "worker-b"],
+                 "descheduler_rebalance_vm_labels": {"app": "desched-test"}, "descheduler_rebalance_cluster_name": "workload"}
+    grant(sim, "reduced", without(manifests("roles/descheduler_rebalance"), "Role", "configmaps", "update"))
+    before = policy_objects(sim)
+    denied = run_role(sim, "descheduler_rebalance", {"context": "reduced@workload", "descheduler_rebalance_backup_dir": str(tmp_path / "d"),
+                                                     **variables}, expect_failure=True, name="rebalance-denied")
+    role_denied(denied, "update", "configmaps")
+    assert policy_objects(sim) == before
+    result = run_role(sim, "descheduler_rebalance", {"context": "rebalance@workload", "descheduler_rebalance_backup_dir": str(tmp_path / "b"),
+                                                     **variables}, name="rebalance").result
+    assert result["changed"] and api(sim, "GET", "/api/v1/namespaces/descheduler/configmaps/descheduler")["data"]["policy.yaml"] == PAGE_YAML
+
+
 def test_every_role_set_is_a_valid_rbac_object():
     roles = sorted((RBAC_DIR / "roles").glob("*.yaml"))
-    assert {path.stem for path in roles} >= {"descheduler_rollback", "descheduler_compat", "rebalance_validate", "vm_pdb",
-                                             "node_maintenance", "node_maintenance_finish"}
+    assert {path.stem for path in roles} >= {"descheduler_preflight", "descheduler_backup", "descheduler_rebalance", "descheduler_rollback",
+                                             "descheduler_compat", "rebalance_validate", "vm_pdb", "node_maintenance", "node_maintenance_finish"}
     for path in sorted(RBAC_DIR.glob("*.yaml")) + roles:
         for doc in yaml.safe_load(path.read_text())["items"]:
             assert doc["kind"] in ("ClusterRole", "Role") and doc["metadata"]["name"].startswith("kubevirt-ops-"), path
