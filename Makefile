@@ -48,9 +48,11 @@ integration: collections  ## pytest tests/integration (against the simulator)
 kubesim: collections  ## pytest tests/kubesim/tests (the simulator's own tests)
 	@scripts/run-tests.sh kubesim
 
-bench: collections  ## benchmarks (not tests): facts and plan at scale vs the bare list and k8s_info loops; lists
+bench: collections  ## benchmarks (not tests): facts and plan at scale vs the bare list and k8s_info loops; lists; verification; drain
 	$(VENV)/bin/python tests/bench/bench_facts.py $(BENCH_ARGS)
 	$(VENV)/bin/python tests/bench/bench_list.py
+	$(VENV)/bin/python tests/bench/bench_verify.py
+	$(VENV)/bin/python tests/bench/bench_drain.py
 
 molecule: collections  ## molecule test --all for the scenarios under extensions/molecule
 	@scripts/run-tests.sh molecule

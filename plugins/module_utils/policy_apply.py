@@ -218,18 +218,24 @@ def _safe(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", re.sub(r"^[a-z]+://", "", text)).strip("-") or "cluster"
 
 
-def backup_configmap(configmap: dict, directory: str, cluster: str, now: Optional[datetime.datetime] = None) -> str:
+# First line of a backup taken while no ResourcePatch targeted the ConfigMap: its data is then the chart's own
+# rendering (ACP records every user edit of a chart object as a ResourcePatch and undoes the others), which is
+# what state=absent brings back. A YAML comment, so the file still parses to the ConfigMap as it was.
+CHART_MARK = "# kubevirt_ops.rebalance: no ResourcePatch targeted this ConfigMap: this is the chart's rendering\n"
+
+
+def backup_configmap(configmap: dict, directory: str, cluster: str, now: Optional[datetime.datetime] = None,
+                     chart_rendering: bool = False) -> str:
     """Write the whole ConfigMap as YAML to `<dir>/<cluster>_<namespace>_<name>_<UTC timestamp>.yaml`, read it
-    back and compare; the path. Never overwrites a file."""
+    back and compare; the path. Never overwrites a file. `chart_rendering` marks it with CHART_MARK."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     directory = os.path.abspath(os.path.expanduser(directory))
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
     except OSError as error:
         raise InvalidOption("cannot create the backup directory: {0}".format(error), "Give a writable backup_dir.", path="backup_dir") from error
-    text = yaml.safe_dump(configmap, sort_keys=False, default_flow_style=False, width=1000)
-    base = "{0}_{1}_{2}_{3}".format(_safe(cluster), _safe(meta(configmap).get("namespace") or ""), _safe(meta(configmap).get("name") or ""),
-                                    now.strftime("%Y%m%dT%H%M%S.%fZ"))
+    text = (CHART_MARK if chart_rendering else "") + yaml.safe_dump(configmap, sort_keys=False, default_flow_style=False, width=1000)
+    base = "{0}_{1}".format(_backup_prefix(cluster, configmap), now.strftime("%Y%m%dT%H%M%S.%fZ"))
     path = os.path.join(directory, base + ".yaml")
     counter = 1
     while os.path.exists(path):
@@ -247,6 +253,37 @@ def backup_configmap(configmap: dict, directory: str, cluster: str, now: Optiona
         raise InvalidOption("the backup {0} does not read back as written".format(path), "Check the disk and backup_dir; nothing was changed.",
                             path="backup_dir")
     return path
+
+
+def _backup_prefix(cluster: str, configmap: dict) -> str:
+    return "{0}_{1}_{2}".format(_safe(cluster), _safe(meta(configmap).get("namespace") or ""), _safe(meta(configmap).get("name") or ""))
+
+
+def chart_backup(directory: str, cluster: str, configmap: dict) -> Optional[Tuple[str, dict]]:
+    """The newest backup of this ConfigMap (same cluster, namespace, name and uid) marked as the chart's
+    rendering, and its ConfigMap; None when there is none."""
+    directory = os.path.abspath(os.path.expanduser(directory))
+    try:
+        names = sorted(os.listdir(directory), reverse=True)
+    except OSError:
+        return None
+    prefix = _backup_prefix(cluster, configmap) + "_"
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".yaml")):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if handle.readline() != CHART_MARK:
+                    continue
+            backup = read_backup(path)
+        except (OSError, InvalidOption):
+            continue
+        same = (meta(backup).get("namespace"), meta(backup).get("name")) == (meta(configmap).get("namespace"), meta(configmap).get("name"))
+        uids = (meta(backup).get("uid"), meta(configmap).get("uid"))
+        if same and (not all(uids) or uids[0] == uids[1]):
+            return path, backup
+    return None
 
 
 def read_backup(path: str) -> dict:
@@ -298,10 +335,11 @@ def _write(cluster: Cluster, configmap: dict, data: dict, patches_before: List[s
 
 def _backup_and_write(params: dict, cluster: Cluster, configmap: dict, data: dict, result: dict) -> dict:
     """Back up `configmap` (verified), then replace its data with `data`; the result with the ResourcePatch."""
-    patches_before = [p["name"] for p in desched.patches_touching(cluster.resource_patches() or [],
-                                                                  [("ConfigMap", cluster.namespace, meta(configmap)["name"])])]
+    listed = cluster.resource_patches()
+    patches_before = [p["name"] for p in desched.patches_touching(listed or [], [("ConfigMap", cluster.namespace, meta(configmap)["name"])])]
+    # with ResourcePatches served and none on this ConfigMap, what it holds now is the chart's rendering
     result["backup_path"] = backup_configmap(configmap, params.get("backup_dir") or "~/.ansible/descheduler-backups",
-                                             cluster.cluster_name(params))
+                                             cluster.cluster_name(params), chart_rendering=listed is not None and not patches_before)
     stored, written = _write(cluster, configmap, data, patches_before)
     result.update(resource_patch=written["resource_patch"], warnings_from_api=written["warnings"],
                   resource_version=meta(stored).get("resourceVersion"))
@@ -395,19 +433,33 @@ def _absent(params: dict, check_mode: bool, cluster: Cluster, configmap: dict, k
         return result
     result["backup_path"] = backup_configmap(configmap, params.get("backup_dir") or "~/.ansible/descheduler-backups",
                                              cluster.cluster_name(params))
+    # What to wait for: the reconciler's write (the text changes), or, when the chart's policy is known from a
+    # backup taken while no ResourcePatch targeted the ConfigMap, that text; a ConfigMap that already holds it
+    # (a restore of the chart's own text) gets no write at all, so waiting for a change would never end.
+    known = chart_backup(params.get("backup_dir") or "~/.ansible/descheduler-backups", cluster.cluster_name(params), configmap)
+    chart_text = _text(known[1], key) if known else None
+    result["chart_policy_from"] = known[0] if known and chart_text is not None else None
     for patch in patches:
         cluster.delete_resource_patch(patch["name"])
     timeout = params.get("wait_timeout") or 120
     current = cluster.wait_for_change(meta(configmap)["name"], meta(configmap).get("resourceVersion"),
-                                      lambda obj: _text(obj, key) != before_text, timeout)
+                                      lambda obj: absent_done(_text(obj, key), before_text, chart_text), timeout)
     if current is None:
-        raise RebalanceError("the ResourcePatches {0} were deleted but ConfigMap {1}/{2} still shows the override after {3}s".format(
-            ", ".join(result["resource_patches_removed"]), cluster.namespace, meta(configmap)["name"], timeout),
+        hint = "the chart's policy is {0}'s".format(result["chart_policy_from"]) if chart_text is not None else (
+            "no backup in backup_dir shows the chart's policy, so only a change could be waited for (none comes when the "
+            "ConfigMap already holds the chart's text)")
+        raise RebalanceError("the ResourcePatches {0} were deleted but ConfigMap {1}/{2} still shows the override after {3}s; {4}".format(
+            ", ".join(result["resource_patches_removed"]), cluster.namespace, meta(configmap)["name"], timeout, hint),
             "Check that the ACP chart reconciler runs (the plugin's ModuleInfo phase), or re-apply the backup with state=restored.",
             path="wait_timeout", backup_path=result["backup_path"])
     result["diff"] = _diff(before_text, _text(current, key), "{0}/{1} {2}".format(cluster.namespace, meta(configmap)["name"], key))
     result["resource_version"] = meta(current).get("resourceVersion")
     return result
+
+
+def absent_done(text: Optional[str], before_text: Optional[str], chart_text: Optional[str]) -> bool:
+    """Whether the override is gone from the ConfigMap: its text changed, or it is the chart's (when known)."""
+    return text != before_text or (chart_text is not None and text == chart_text)
 
 
 # ------------------------------------------------------------------------------------------ options spec

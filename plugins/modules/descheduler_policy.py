@@ -264,6 +264,14 @@ resource_patches_removed:
   returned: state=absent
   type: list
   elements: str
+chart_policy_from:
+  description:
+    - With I(state=absent), the backup in I(backup_dir) that shows the chart's own policy (the newest one this module
+      took while no ResourcePatch targeted the ConfigMap; its first line says so), or null when there is none.
+    - When known, the module also stops waiting once the ConfigMap holds that text, which it may already do (after a
+      I(state=restored) that wrote the chart's text back, removing the ResourcePatches changes nothing).
+  returned: state=absent and a ResourcePatch was removed
+  type: str
 restored_from:
   description: The backup file re-applied.
   returned: state=restored

@@ -9,8 +9,11 @@ from typing import Any, Callable, Dict, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.descheduler_run import RUN_ARG_SPEC, run as run_descheduler
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.drain import DRAIN_ARG_SPEC, run as drain_run
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts import FACTS_ARG_SPEC, gather_eviction_facts
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.migration_wait import WAIT_ARG_SPEC, wait
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import module_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_apply import (
     POLICY_ARG_SPEC,
@@ -29,6 +32,9 @@ MODULES: Dict[str, Tuple[dict, Service, dict]] = {
                             "required_if": [list(r) for r in POLICY_REQUIRED_IF]}),
     "vm_migration_verify": (VERIFY_ARG_SPEC, lambda params, check: record(params) if params["mode"] == "record" else verify(params),
                             {"required_if": [["mode", "verify", ["baseline"]]]}),
+    "descheduler_run": (RUN_ARG_SPEC, lambda params, check: run_descheduler(params, check_mode=check), {}),
+    "vm_migration_wait": (WAIT_ARG_SPEC, lambda params, check: wait(params), {}),
+    "kubevirt_node_drain": (DRAIN_ARG_SPEC, drain_run, {}),
 }
 
 

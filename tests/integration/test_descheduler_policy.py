@@ -151,6 +151,24 @@ def test_absent_removes_the_resource_patch_and_the_chart_policy_returns(sim):
     assert not run_module(sim, state="absent")["changed"]
 
 
+def test_absent_right_after_restoring_the_chart_text_returns_at_once(sim):
+    """The restore is itself a ResourcePatch; deleting both changes nothing, so absent must not wait for a change."""
+    original = configmap(sim)
+    applied = run_module(sim, **PAGE_OPTIONS)
+    assert Path(applied["backup_path"]).read_text().startswith("# kubevirt_ops.rebalance: no ResourcePatch")
+    restored = run_module(sim, state="restored", backup_file=applied["backup_path"])
+    assert restored["changed"] and len(resource_patches(sim)) == 2 and policy_text(sim) == original["data"]["policy.yaml"]
+    version = configmap(sim)["metadata"]["resourceVersion"]
+    started = time.monotonic()
+    removed = run_module(sim, state="absent", wait_timeout=60)
+    assert time.monotonic() - started < 20, "absent waited for a change that never comes"
+    assert removed["changed"] and sorted(removed["resource_patches_removed"]) == sorted([applied["resource_patch"]["name"],
+                                                                                        restored["resource_patch"]["name"]])
+    assert removed["chart_policy_from"] == applied["backup_path"]
+    assert resource_patches(sim) == [] and policy_text(sim) == original["data"]["policy.yaml"]
+    assert configmap(sim)["metadata"]["resourceVersion"] == version  # nothing rewrote it
+
+
 def test_concurrent_edit_between_read_and_write_is_a_conflict(sim):
     sim.add_fault(verb="update", resource="configmaps", name="descheduler", latency=3, count=1)
     results = {}

@@ -197,8 +197,6 @@ def test_policy_module_applies_restores_and_removes_as_its_user(sim, tmp_path):
     restored = call_module("descheduler_policy", as_user(sim, "policy", state="restored", backup_file=applied["backup_path"],
                                                          backup_dir=str(tmp_path / "backups"), cluster_name="workload"))
     assert not restored["failed"] and restored["changed"], restored
-    # (absent right after a restore of the chart's own text would wait for a change that never comes: see the report)
-    assert call_module("descheduler_policy", as_user(sim, "policy", **options))["changed"]
     removed = call_module("descheduler_policy", as_user(sim, "policy", state="absent", backup_dir=str(tmp_path / "backups"),
                                                         cluster_name="workload", wait_timeout=30))
     assert not removed["failed"], removed
@@ -237,7 +235,7 @@ def test_policy_absent_without_delete_on_resource_patches_deletes_none(sim, tmp_
 def test_every_documented_manifest_is_a_valid_rbac_object():
     for path in sorted(RBAC_DIR.glob("*.yaml")):
         document = yaml.safe_load(path.read_text())
-        assert document["kind"] == "List" and [d["kind"] for d in document["items"]] == ["ClusterRole", "Role"], path
+        assert document["kind"] == "List" and [d["kind"] for d in document["items"]] in (["ClusterRole", "Role"], ["ClusterRole"], ["Role"]), path
         for doc in document["items"]:
             assert doc["apiVersion"] == "rbac.authorization.k8s.io/v1" and doc["kind"] in ("ClusterRole", "Role"), path
             assert doc["metadata"]["name"].startswith("kubevirt-ops-"), path

@@ -104,3 +104,78 @@ def test_write_names_the_resource_patch_from_the_warning_else_by_lookup():
     looked_up = apply._write(FakeCluster([], [old, new]), configmap, {"policy.yaml": "x"}, ["rp-old"])[1]["resource_patch"]
     assert looked_up["name"] == "rp-new" and looked_up["source"] == "lookup"
     assert apply._write(FakeCluster([], []), configmap, {"policy.yaml": "x"}, [])[1]["resource_patch"] is None
+
+
+def test_a_backup_taken_with_no_resource_patch_is_marked_as_the_chart_rendering(tmp_path):
+    configmap = k8s.configmap(text="chart\n")
+    marked = apply.backup_configmap(configmap, str(tmp_path), "workload", now=NOW, chart_rendering=True)
+    plain = apply.backup_configmap(configmap, str(tmp_path), "workload", now=NOW)
+    assert open(marked, encoding="utf-8").readline() == apply.CHART_MARK
+    assert apply.CHART_MARK not in open(plain, encoding="utf-8").read()
+    assert apply.read_backup(marked) == configmap == apply.read_backup(plain)  # the mark is a comment
+
+
+def test_chart_backup_is_the_newest_marked_backup_of_the_same_configmap(tmp_path):
+    live = k8s.configmap(text="override\n")
+    live["metadata"]["uid"] = "uid-1"
+    older = dict(k8s.configmap(text="chart v1\n"), metadata=dict(live["metadata"]))
+    newer = dict(k8s.configmap(text="chart v2\n"), metadata=dict(live["metadata"]))
+    assert apply.chart_backup(str(tmp_path / "none"), "workload", live) is None
+    apply.backup_configmap(older, str(tmp_path), "workload", now=NOW, chart_rendering=True)
+    wanted = apply.backup_configmap(newer, str(tmp_path), "workload", now=NOW + datetime.timedelta(minutes=1), chart_rendering=True)
+    # not the chart's: taken with a ResourcePatch in place, of another cluster, of a ConfigMap with another uid
+    apply.backup_configmap(live, str(tmp_path), "workload", now=NOW + datetime.timedelta(minutes=2))
+    apply.backup_configmap(newer, str(tmp_path), "other", now=NOW + datetime.timedelta(minutes=3), chart_rendering=True)
+    recreated = dict(newer, metadata=dict(newer["metadata"], uid="uid-2"))
+    apply.backup_configmap(recreated, str(tmp_path), "workload", now=NOW + datetime.timedelta(minutes=4), chart_rendering=True)
+    path, backup = apply.chart_backup(str(tmp_path), "workload", live)
+    assert path == wanted and backup["data"]["policy.yaml"] == "chart v2\n"
+
+
+@pytest.mark.parametrize("text,before,chart,done", [
+    ("override\n", "override\n", None, False),   # nothing known, nothing changed yet: wait
+    ("chart\n", "override\n", None, True),       # the reconciler wrote
+    ("chart\n", "chart\n", "chart\n", True),     # restored to the chart's text before: no write will come
+    ("override\n", "override\n", "chart\n", False),
+    ("chart v2\n", "override\n", "chart\n", True),  # a newer chart rendering than the backup's
+])
+def test_absent_is_done_when_the_text_changed_or_is_the_charts(text, before, chart, done):
+    assert apply.absent_done(text, before, chart) is done
+
+
+class AbsentCluster:
+    """What `_absent` calls, with a ConfigMap that no reconciler will change."""
+
+    namespace = "descheduler"
+
+    def __init__(self, configmap, patches):
+        self.configmap, self.patches, self.deleted, self.waited = configmap, patches, [], None
+
+    def resource_patches(self):
+        return [p for p in self.patches if p["metadata"]["name"] not in self.deleted]
+
+    def delete_resource_patch(self, name):
+        self.deleted.append(name)
+
+    def cluster_name(self, params):
+        return params["cluster_name"]
+
+    def wait_for_change(self, name, resource_version, done, timeout):
+        self.waited = timeout
+        return self.configmap if done(self.configmap) else None
+
+
+def test_absent_after_restoring_the_chart_text_returns_at_once(tmp_path):
+    chart = k8s.configmap(text="chart\n")
+    params = {"backup_dir": str(tmp_path), "cluster_name": "workload", "wait_timeout": 5}
+    apply.backup_configmap(chart, str(tmp_path), "workload", now=NOW, chart_rendering=True)
+    cluster = AbsentCluster(chart, [k8s.resource_patch("rp-override"), k8s.resource_patch("rp-restore")])
+    result = apply._absent(params, False, cluster, chart, "policy.yaml", "chart\n", {})
+    assert result["changed"] and cluster.deleted == ["rp-override", "rp-restore"]
+    assert result["chart_policy_from"].startswith(str(tmp_path)) and result["diff"]["before"] == result["diff"]["after"] == "chart\n"
+    # without a marked backup the same state cannot be told from an override the reconciler has not undone yet
+    other = tmp_path / "empty"
+    cluster = AbsentCluster(chart, [k8s.resource_patch("rp-override")])
+    with pytest.raises(apply.RebalanceError) as error:
+        apply._absent(dict(params, backup_dir=str(other)), False, cluster, chart, "policy.yaml", "chart\n", {})
+    assert "no backup in backup_dir shows the chart's policy" in str(error.value) and error.value.path == "wait_timeout"

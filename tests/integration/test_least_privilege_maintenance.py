@@ -1,0 +1,92 @@
+"""Least privilege for node maintenance: kubevirt_node_drain and the node_maintenance, node_maintenance_finish and
+vm_pdb roles run as users bound only to their documented sets (docs/rbac/kubevirt_node_drain.yaml,
+docs/rbac/roles/<role>.yaml) on the maintenance scenario with RBAC on and succeed; with one permission taken out they
+fail naming the verb and the resource, and change nothing."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from .conftest import start_kubesim, stop_kubesim
+from .module_call import call_module
+from .ansible_run import run_role
+from .test_least_privilege import api, as_user, assert_denied, grant, manifests, without
+from .test_least_privilege_roles import role_denied
+
+USERS = ["drain", "maintenance", "finish", "pdb", "reduced"]
+ALLOW_ALL = {"allow_shutdown": True, "allow_loss": True, "allow_blocked": True}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("least-privilege-maintenance")
+    scenario = workdir / "rbac.yaml"
+    scenario.write_text(yaml.safe_dump({"extends": "maintenance", "name": "maintenance-rbac", "rbac": True,
+                                        "users": [{"name": u, "token": "{0}-token".format(u)} for u in USERS]}))
+    started = start_kubesim(str(scenario), workdir / "sim")
+    grant(started, "drain", manifests("kubevirt_node_drain"))
+    grant(started, "maintenance", manifests("roles/node_maintenance"))
+    grant(started, "finish", manifests("roles/node_maintenance_finish"))
+    grant(started, "pdb", manifests("roles/vm_pdb"))
+    yield started
+    stop_kubesim(started)
+
+
+def node(sim, name: str) -> dict:
+    return api(sim, "GET", "/api/v1/nodes/" + name)
+
+
+def pdb(sim) -> dict:
+    return api(sim, "GET", "/apis/policy/v1/namespaces/vms/poddisruptionbudgets/pool-pdb")
+
+
+@pytest.mark.parametrize("resource,verb,cordoned", [
+    ("poddisruptionbudgets", "list", False),   # the preflight stops before any change
+    ("nodes", "patch", False),                # the cordon is refused
+    ("pods/eviction", "create", True),        # refused after the cordon, which stays (as kubectl drain) for a rerun
+])
+def test_drain_without_one_permission_names_it_and_evicts_nothing(sim, resource, verb, cordoned):
+    grant(sim, "reduced", without(manifests("kubevirt_node_drain"), "ClusterRole", resource, verb))
+    pods = {p["metadata"]["name"] for p in api(sim, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dworker-2")["items"]}
+    result = call_module("kubevirt_node_drain", as_user(sim, "reduced", node="worker-2", timeout=30, **ALLOW_ALL))
+    assert_denied(result, verb, resource)
+    assert bool(node(sim, "worker-2")["spec"].get("unschedulable")) is cordoned
+    assert {p["metadata"]["name"] for p in api(sim, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dworker-2")["items"]} == pods
+    uncordoned = call_module("kubevirt_node_drain", as_user(sim, "drain", node="worker-2", state="uncordon"))
+    assert not uncordoned["failed"] and uncordoned["changed"] is cordoned, uncordoned
+
+
+def test_drain_module_safe_to_shutdown_as_its_user(sim):
+    result = call_module("kubevirt_node_drain", as_user(sim, "drain", node="worker-3", state="safe_to_shutdown"))
+    assert not result["failed"], result
+    assert result["safe_to_shutdown"]["safe"] is False  # worker-3 runs VMs
+
+
+def test_vm_pdb_role_as_its_user_and_without_patch(sim):
+    before = pdb(sim)
+    variables = {"vm_pdb_namespace": "vms", "vm_pdb_min_available": {"vms/pool-pdb": 2}, "vm_pdb_fail_on_trap": True}
+    grant(sim, "reduced", without(manifests("roles/vm_pdb"), "ClusterRole", "poddisruptionbudgets", "patch"))
+    role_denied(run_role(sim, "vm_pdb", {"context": "reduced@workload", **variables}, expect_failure=True, name="pdb-denied"),
+                "patch", "poddisruptionbudgets")
+    assert pdb(sim)["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    result = run_role(sim, "vm_pdb", {"context": "pdb@workload", **variables}, name="pdb").result
+    assert result["fixed"] == ["vms/pool-pdb"] and result["left"] == []
+    assert pdb(sim)["spec"]["minAvailable"] == 2 and "maxUnavailable" not in pdb(sim)["spec"]
+
+
+def test_node_maintenance_and_finish_roles_as_their_users(sim):
+    grant(sim, "reduced", without(manifests("roles/node_maintenance"), "ClusterRole", "pods/eviction", "create"))
+    variables = {"node_maintenance_node": "worker-1", "node_maintenance_timeout": 120,
+                 **{"node_maintenance_" + key: value for key, value in ALLOW_ALL.items()}}
+    role_denied(run_role(sim, "node_maintenance", {"context": "reduced@workload", **variables}, expect_failure=True, name="nm-denied"),
+                "create", "pods/eviction")
+    result = run_role(sim, "node_maintenance", {"context": "maintenance@workload", **variables}, name="nm").result
+    assert result["drained"] and result["moved"] and result["verified"] is True, result
+    assert node(sim, "worker-1")["spec"]["unschedulable"] is True
+    grant(sim, "reduced", without(manifests("roles/node_maintenance_finish"), "Role", "pods", "create"))
+    finish = {"node_maintenance_finish_node": "worker-1", "node_maintenance_finish_timeout": 30}
+    role_denied(run_role(sim, "node_maintenance_finish", {"context": "reduced@workload", **finish}, expect_failure=True, name="f-denied"),
+                "create", "pods")
+    done = run_role(sim, "node_maintenance_finish", {"context": "finish@workload", **finish}, name="f").result
+    assert done["uncordoned"] is False and done["takes_pods"] is True  # the denied run had uncordoned it already
+    assert not node(sim, "worker-1")["spec"].get("unschedulable")
