@@ -32,8 +32,9 @@ has_test_files() {
 }
 
 # ---- pytest tiers -----------------------------------------------------------------------------
-pytest_tier() {  # tier directory
+pytest_tier() {  # tier directory [pytest options...]
     local tier="$1" dir="$2" start rc
+    shift 2
     if [[ ! -d "${dir}" ]]; then
         record "${tier}" "no tests" 0 "${dir} does not exist yet"
         return
@@ -44,7 +45,7 @@ pytest_tier() {  # tier directory
     fi
     banner "${tier}: pytest ${dir}"
     start=${SECONDS}
-    python -m pytest "${dir}"
+    python -m pytest "$@" "${dir}"
     rc=$?
     case ${rc} in
         0) record "${tier}" passed $((SECONDS - start)) "${dir}" ;;
@@ -132,7 +133,8 @@ molecule_tier() {
     # extensions/molecule/**/molecule.yml, each merged over extensions/molecule/config.yml (prerun: false).
     banner "molecule: molecule test --all (${scenarios} scenarios)"
     start=${SECONDS}
-    molecule test --all
+    # Each scenario has its own simulator and ephemeral directory, so scenarios can run side by side.
+    molecule test --all --workers "${MOLECULE_WORKERS:-2}"
     rc=$?
     if ((rc == 0)); then
         record molecule passed $((SECONDS - start)) "${scenarios} scenarios"
@@ -144,7 +146,9 @@ molecule_tier() {
 run_tier() {
     case "$1" in
         unit) pytest_tier unit tests/unit ;;
-        integration) pytest_tier integration tests/integration ;;
+        # Integration tests mostly wait on simulated clusters and Ansible start-up, so two workers (one test file
+        # each: module-scoped simulators stay in one process) roughly halve the wall time on two cores.
+        integration) pytest_tier integration tests/integration -n "${INTEGRATION_WORKERS:-2}" --dist loadfile ;;
         kubesim) pytest_tier kubesim tests/kubesim/tests ;;
         sanity) sanity_tier ;;
         lint) lint_tier ;;
