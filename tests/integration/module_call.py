@@ -49,4 +49,5 @@ def call_module(name: str, args: dict, check_mode: bool = False) -> dict:
         result = service(validated.validated_parameters, check_mode)
     except RebalanceError as error:
         return {"failed": True, "msg": error.message, "error": error.as_dict(), "stage": "service"}
-    return dict(result, failed=False)
+    # a service that acted and ends unfinished returns failed=True with its whole state (run_module fails the module then)
+    return dict(result, failed=bool(result.get("failed")))
