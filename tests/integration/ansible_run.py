@@ -7,6 +7,7 @@ small callback (RECORDER) so tests read results and facts by task. Also the page
 ConfigMap (`kubectl edit`)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -108,6 +109,15 @@ def ansible_env(workdir: Path, temp: str, **extra: str) -> dict:
     return {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
             "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
             "TMPDIR": temp, "PATH": "{0}:{1}".format(BIN, os.environ.get("PATH", "")), **extra}
+
+
+def short_temp_dir(path: Path) -> str:
+    """A short, stable stand-in for `path` to use as TMPDIR: kubernetes.core keeps its discovery cache there between
+    runs, and ansible-core puts its RPC socket there, whose path must stay under ~100 bytes (pytest's and xdist's
+    tmp paths are longer)."""
+    short = Path(tempfile.gettempdir()) / "kvo-{0}".format(hashlib.sha1(str(path).encode()).hexdigest()[:12])
+    short.mkdir(parents=True, exist_ok=True)
+    return str(short)
 
 
 def localhost_inventory(workdir: Path) -> Path:

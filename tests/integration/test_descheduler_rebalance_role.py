@@ -83,7 +83,7 @@ def test_bad_policy_fails_naming_the_field_and_nothing_changes(kubesim_factory, 
     options = role_vars(tmp_path)
     del options["descheduler_rebalance_nodes"], options["descheduler_rebalance_vm_labels"]
     run = run_tasks(sim, ROLE, extra_vars=dict(options, descheduler_rebalance_policy=bad, descheduler_rebalance_label_selector="app=desched-test"),
-                       expect_failure=True)
+                    expect_failure=True)
     failed = run.failed()
     assert [t["task"].split(" : ")[-1] for t in failed] == ["Validate and plan the policy (nothing is written)"]
     assert failed[0]["result"]["msg"].startswith("profiles[0].pluginConfig[1].args.evictableNamespaces.include: only Exclude namespaces "

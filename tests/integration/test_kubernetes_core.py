@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from .ansible_run import BIN, RECORDER
+from .ansible_run import BIN, RECORDER, short_temp_dir
 from .conftest import ROOT
 
 COLLECTIONS = ROOT / ".collections"
@@ -82,7 +82,7 @@ def play(kubernetes_core, two_workers, tmp_path_factory):
                "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"),
                "ANSIBLE_RETRY_FILES_ENABLED": "0",
                # kubernetes.core caches discovery in the temp dir; keep it away from other runs' ports.
-               "TMPDIR": str(work),
+               "TMPDIR": short_temp_dir(work),
                "RECORD_RESULTS_FILE": str(record_file)}
         for key in ("K8S_AUTH_CONTEXT", "K8S_AUTH_HOST", "K8S_AUTH_API_KEY", "ANSIBLE_CONFIG"):
             env.pop(key, None)

@@ -20,6 +20,7 @@ import yaml
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
 
+from .ansible_run import short_temp_dir
 from .conftest import ROOT, start_kubesim, stop_kubesim
 
 HERE = Path(__file__).resolve().parent
@@ -39,10 +40,9 @@ def run_module(sim, check: bool = False, expect_failure: bool = False, tmpdir: s
     inventory = workdir / "inventory"
     inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
     args.setdefault("kubeconfig", sim.kubeconfig)
-    temp = Path(tmpdir or workdir / "tmp")
-    temp.mkdir(parents=True, exist_ok=True)
+    temp = short_temp_dir(Path(tmpdir or workdir / "tmp"))
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), "ANSIBLE_HOME": str(workdir / "ansible"),
-           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "TMPDIR": str(temp),
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0", "TMPDIR": temp,
            "PATH": "{0}:{1}".format(Path(sys.executable).parent, os.environ.get("PATH", ""))}
     command = [str(ANSIBLE), "-i", str(inventory), "localhost", "-m", MODULE, "-a", json.dumps(args)] + (["--check"] if check else [])
     process = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)

@@ -149,8 +149,9 @@ class CronJobWatch:
     """Watches the Descheduler CronJob in a thread and records, at each suspend and resume, the phase of every
     migration, so that a test can tell whether the CronJob was resumed before the migrations were final."""
 
-    def __init__(self, sim):
+    def __init__(self, sim, on_suspend=None):
         from kubernetes import client, config, watch
+        self.on_suspend = on_suspend
         api = config.new_client_from_config(config_file=sim.kubeconfig, context="workload")
         self.batch, self.custom, self.watch = client.BatchV1Api(api), client.CustomObjectsApi(api), watch.Watch()
         self.transitions: list = []
@@ -168,6 +169,8 @@ class CronJobWatch:
                 now = bool(event["object"].spec.suspend)
                 if suspended is not None and now != suspended:
                     self.transitions.append(("suspend" if now else "resume", self._phases()))
+                    if now and self.on_suspend and len(self.transitions) == 1:
+                        self.on_suspend()
                 suspended = now
         except Exception:  # pylint: disable=broad-exception-caught
             pass  # the simulator stopped at the end of the test
@@ -186,8 +189,13 @@ def test_fleet_rollout_stops_at_the_failed_migration_rolls_it_back_and_leaves_th
     chart_policy, before = snapshot(failing)["policy"], snapshot(untouched)
     hosts = inventory(tmp_path, {"east": canary, "west": failing, "north": untouched},
                       groups={"canary": ["east"], "fleet": ["east", "west", "north"]},
-                      host_extra={"west": {"rebalance_timeout": 15}}, rebalance_trigger="create", rebalance_timeout=120)
-    watcher = CronJobWatch(failing)
+                      host_extra={"west": {"rebalance_timeout": 15, "rebalance_rollback_timeout": 90}},
+                      rebalance_trigger="create", rebalance_timeout=120)
+    # A VMI marked for evacuation stays marked while its migrations fail, and KubeVirt keeps creating new ones (held
+    # Pending during the backoff), so "every migration final" only comes once a retry can succeed: the cause is
+    # fixed when the rollback suspends the Descheduler, and the rollback must wait for that retry before resuming.
+    watcher = CronJobWatch(failing, on_suspend=lambda: failing.kubectl(
+        "-n", "desched-test", "annotate", "vmi", *VMS, "kubesim.io/migration-"))
     try:
         process = run_playbook_file(PLAYBOOKS / "fleet_rollout.yml", hosts, tmp_path, expect_failure=True)
     finally:

@@ -12,7 +12,7 @@ from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .ansible_run import run_role
 from .test_descheduler_policy import PAGE_OPTIONS, policy_text, resource_patches, run_module, wait_for
 from .test_descheduler_rollback_role import Timeline, cronjob, set_fault
-from .test_rebalance_validate_role import run_role as run_validate, vmis
+from .test_rebalance_validate_role import validate, vmis
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
 
@@ -30,8 +30,9 @@ def test_failed_migration_in_validation_then_rollback_through_api_faults(sim, tm
     applied = run_module(sim, **PAGE_OPTIONS)
     set_fault(sim, "fail")
     # the verification waits out its timeout for vm-2 (never evicted) even after vm-1's failure decided the verdict
-    process, result = run_validate(sim, rebalance_validate_cycles=2, rebalance_validate_timeout=15)
-    assert process.returncode != 0, process.stdout[-3000:]
+    process = validate(sim, expect_failure=True, rebalance_validate_cycles=2, rebalance_validate_timeout=15)
+    result = process.result
+    assert process.rc != 0, process.stdout[-3000:]
     assert result["passed"] is False and result["stopped_because"] == "migration_failed", result
     assert "simulated failure (kubesim.io/migration=fail)" in result["failure"] and result["failure"].startswith("cycle 1: ")
     assert "simulated failure" in process.stdout  # the play's failure names it too
