@@ -133,8 +133,8 @@ molecule_tier() {
     # extensions/molecule/**/molecule.yml, each merged over extensions/molecule/config.yml (prerun: false).
     banner "molecule: molecule test --all (${scenarios} scenarios)"
     start=${SECONDS}
-    # Each scenario has its own simulator and ephemeral directory, so scenarios can run side by side.
-    molecule test --all --workers "${MOLECULE_WORKERS:-2}"
+    # One scenario at a time: molecule's experimental --workers skipped the shared create step here.
+    molecule test --all
     rc=$?
     if ((rc == 0)); then
         record molecule passed $((SECONDS - start)) "${scenarios} scenarios"
