@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubevirt_ops.rebalance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the descheduler_preflight role; the checks themselves are in module_utils/preflight.py."""
+"""Filters of the descheduler_preflight role; the checks themselves are in module_utils/checks/preflight.py."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.preflight import preflight, problem_lines
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.preflight import preflight, problem_lines
 
 
 def descheduler_preflight(facts, nodes=None, min_workers=2, require_vms=True, namespace=None, label_selector=None):

@@ -290,8 +290,8 @@ error:
   type: dict
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_apply import (
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_policy import (
     POLICY_ARG_SPEC,
     POLICY_MUTUALLY_EXCLUSIVE,
     POLICY_REQUIRED_IF,

@@ -205,8 +205,8 @@ api:
   type: dict
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.descheduler_run import RUN_ARG_SPEC, run
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_run import RUN_ARG_SPEC, run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 
 
 def main() -> None:

@@ -769,8 +769,8 @@ api:
       elements: dict
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts import FACTS_ARG_SPEC, gather_eviction_facts
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import FACTS_ARG_SPEC, gather_eviction_facts
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 
 
 def main() -> None:

@@ -284,8 +284,8 @@ ready:
   type: bool
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.drain import DRAIN_ARG_SPEC, run
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import DRAIN_ARG_SPEC, run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 
 
 def main() -> None:

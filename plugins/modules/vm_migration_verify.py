@@ -262,8 +262,8 @@ api:
   type: dict
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.verification import VERIFY_ARG_SPEC, record, verify
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import VERIFY_ARG_SPEC, record, verify
 
 
 def main() -> None:

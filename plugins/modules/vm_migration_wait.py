@@ -149,8 +149,8 @@ watch:
   type: dict
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.migration_wait import WAIT_ARG_SPEC, wait
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import run_module
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_wait import WAIT_ARG_SPEC, wait
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 
 
 def main() -> None:

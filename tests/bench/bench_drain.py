@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.integration.conftest import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
 from tests.integration.drain_scenario import write_scenario  # noqa: E402  # pylint: disable=wrong-import-position
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.drain import run  # noqa: E402  # pylint: disable=wrong-import-position
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import run  # noqa: E402  # pylint: disable=wrong-import-position
 
 NODE = "worker-1"
 

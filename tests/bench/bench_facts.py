@@ -34,11 +34,11 @@ if kind == "floor":
     for path in ("/api/v1/nodes", "/api/v1/pods", "/apis/kubevirt.io/v1/virtualmachineinstances"):
         json.loads(urllib.request.urlopen(url + path, timeout=600).read())
 elif kind == "facts":
-    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts import gather_eviction_facts
+    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import gather_eviction_facts
     result = gather_eviction_facts({"kubeconfig": kubeconfig, "api_retries": 5, "api_timeout": 600})
     assert result["vmis"] is not None
 elif kind == "plan":
-    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_apply import run
+    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_policy import run
     params = {"kubeconfig": kubeconfig, "api_retries": 5, "api_timeout": 600, "state": "present", "node_selector": "node-role.kubernetes.io/worker",
               "vm_labels": {"kubevirt.io": "virt-launcher"}, "thresholds": {"cpu": 20, "memory": 20, "pods": 20},
               "target_thresholds": {"cpu": 50, "memory": 50, "pods": 50}, "max_pods_to_evict_per_node": 1, "max_pods_to_evict_total": 5,

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import client, config, watch  # noqa: E402  # pylint: disable=wrong-import-position
 
 from tests.integration.conftest import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.verification import record, verify  # noqa: E402  # pylint: disable=wrong-import-position
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import record, verify  # noqa: E402  # pylint: disable=wrong-import-position
 
 NAMESPACE, VM = "vms", "vm-live"
 

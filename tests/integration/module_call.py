@@ -9,19 +9,19 @@ from typing import Any, Callable, Dict, Tuple
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.descheduler_run import RUN_ARG_SPEC, run as run_descheduler
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.drain import DRAIN_ARG_SPEC, run as drain_run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_run import RUN_ARG_SPEC, run as run_descheduler
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import DRAIN_ARG_SPEC, run as drain_run
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts import FACTS_ARG_SPEC, gather_eviction_facts
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.migration_wait import WAIT_ARG_SPEC, wait
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import module_argument_spec
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_apply import (
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import FACTS_ARG_SPEC, gather_eviction_facts
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_wait import WAIT_ARG_SPEC, wait
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import module_argument_spec
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_policy import (
     POLICY_ARG_SPEC,
     POLICY_MUTUALLY_EXCLUSIVE,
     POLICY_REQUIRED_IF,
     run as policy_run,
 )
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.verification import VERIFY_ARG_SPEC, record, verify
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import VERIFY_ARG_SPEC, record, verify
 
 Service = Callable[[Dict[str, Any], bool], Dict[str, Any]]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.drain import run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import run
 
 from .ansible_run import run_ansible_module
 from .conftest import kubectl_available, start_kubesim, stop_kubesim

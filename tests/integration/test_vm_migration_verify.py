@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config, watch
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.verification import record, verify
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import record, verify
 
 from .ansible_run import edit_policy_as_page, run_ansible_module
 from .conftest import kubectl_available

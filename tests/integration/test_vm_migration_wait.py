@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.migration_wait import MigrationsUnfinished, wait
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_wait import MigrationsUnfinished, wait
 
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
 from .test_vm_migration_verify import run_module

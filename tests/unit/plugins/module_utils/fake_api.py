@@ -7,7 +7,7 @@ import json
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.resource import Resource
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils import connection as conn
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s import client as conn
 
 
 def resource(kind, name, group="", version="v1", namespaced=True, preferred=True):

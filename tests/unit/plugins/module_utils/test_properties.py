@@ -10,14 +10,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils import planner
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils import policy_apply
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_model import dump_policy, load_policy
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_render import check_options, render_policy
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy_validate import validate_policy
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy import plan as planner
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_policy as policy_apply
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import dump_policy, load_policy
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.render import check_options, render_policy
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.validate import validate_policy
 
 from . import k8s_objects as k8s
-from .test_planner import node, pod, policy
+from .policy.test_plan import node, pod, policy
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 RESOURCES = ("cpu", "memory", "pods")

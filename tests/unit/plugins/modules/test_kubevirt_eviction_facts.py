@@ -1,4 +1,4 @@
-"""The module is thin: main() runs the shared module runner (tests/unit/plugins/module_utils/test_module_runner.py)
+"""The module is thin: main() runs the shared module runner (tests/unit/plugins/module_utils/k8s/test_runner.py)
 with the facts options and service; its argument spec is the shared specs, and the collection's exceptions
 become one fail_json with the message and the error as data."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.facts import FACTS_ARG_SPEC
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.module_runner import module_argument_spec
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import FACTS_ARG_SPEC
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import module_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.modules import kubevirt_eviction_facts as module
 
 

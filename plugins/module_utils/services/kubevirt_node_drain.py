@@ -1,0 +1,393 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubevirt_ops.rebalance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""`kubevirt_node_drain`: evacuate a node's VMs the way KubeVirt means it, with a preflight before any change.
+
+- `state: drained`: read the eviction facts (facts.gather_eviction_facts) and the node's Pods, decide the
+  preflight (drain_plan), refuse what the policy options do not allow, cordon, then evict: the shutdowns and
+  other Pods at once, the live migrations at most `concurrency` at a time (KubeVirt's
+  parallelOutboundMigrationsPerNode and parallelMigrationsPerCluster). KubeVirt's 429 `Eviction triggered
+  evacuation` / `Evacuation in progress` is progress: the VM is then followed by watching VMIs, migrations,
+  the node's Pods and PDBs (watching.WatchSet), never evicted again on a timer. A Pod refused by a PDB is
+  asked again when a PDB changes. Every VM ends with a result; at the overall timeout, what is open is
+  reported; the node stays cordoned; a second run reads the cluster again and continues (a VM already marked
+  for evacuation is waited for, not evicted again).
+- `state: uncordon`: the node becomes schedulable again.
+- `state: safe_to_shutdown`: read-only: no VMI runs on the node any more; the other Pods are listed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import drain_plan as plan
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import ApiException, Connection, auth_params, classify
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import gather_eviction_facts
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_subdomain
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
+
+DRAIN_ARG_SPEC = {
+    "node": {"type": "str", "required": True},
+    "state": {"type": "str", "choices": ["drained", "uncordon", "safe_to_shutdown"], "default": "drained"},
+    "pods": {"type": "str", "choices": ["launchers", "all"], "default": "launchers"},
+    "ignore_daemonsets": {"type": "bool", "default": True},
+    "delete_emptydir_data": {"type": "bool", "default": True},
+    "force": {"type": "bool", "default": True},
+    "allow_shutdown": {"type": "bool", "default": False},
+    "allow_loss": {"type": "bool", "default": False},
+    "allow_blocked": {"type": "bool", "default": False},
+    "require_capacity": {"type": "bool", "default": True},
+    "max_parallel": {"type": "int"},
+    "timeout": {"type": "int", "default": 600},
+}
+PROGRESS_MARKERS = ("Eviction triggered evacuation", "Evacuation in progress")
+FACTS_INCLUDE = ["cluster", "nodes", "vmis"]
+
+
+# ------------------------------------------------------------------------------------------ options
+def validate(params: dict) -> dict:
+    node = (params.get("node") or "").strip()
+    if not is_dns_subdomain(node):
+        raise InvalidOption("{0!r} is not a valid node name".format(node), "Give the node's name as kubectl get nodes shows it.", path="node")
+    if (params.get("timeout") or 0) <= 0:
+        raise InvalidOption("must be more than 0 seconds", "Give how long the whole drain may take, e.g. 600.", path="timeout")
+    if params.get("max_parallel") is not None and params["max_parallel"] < 1:
+        raise InvalidOption("must be 1 or more", "Give how many live migrations may run at once, or leave it unset for KubeVirt's limits.",
+                            path="max_parallel")
+    options = {name: params.get(name, spec.get("default")) for name, spec in DRAIN_ARG_SPEC.items()}
+    options["node"] = node
+    return options
+
+
+def connect(params: dict, options: dict) -> Connection:
+    """The connection's deadline covers the whole wait plus the usual api_timeout for the reads."""
+    return Connection(auth_params(params), retries=params.get("api_retries", 5),
+                      timeout=(params.get("api_timeout") or 120) + options["timeout"])
+
+
+# ------------------------------------------------------------------------------------------ API edge
+class NodeApi:
+    """The few writes of a drain: cordon/uncordon, evictions; and the reads of the node's Pods."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.pods = connection.require_kind("Pod", "")
+        self.nodes = connection.require_kind("Node", "")
+        self.evictions = {"requests": 0, "responses": {}}
+
+    def node(self, name: str) -> Optional[dict]:
+        try:
+            return self.connection.request_json(self.nodes.path(name=name), "get node {0}".format(name))
+        except ApiFailure as failure:
+            if failure.status == 404:
+                return None
+            raise
+
+    def pods_on(self, node: str) -> List[dict]:
+        return self.connection.list(self.pods, field_selector="spec.nodeName={0}".format(node))
+
+    def set_unschedulable(self, node: str, value: bool) -> dict:
+        def patch() -> Any:
+            response = self.connection.client.client.request(
+                "patch", self.nodes.path(name=node), body={"spec": {"unschedulable": value or None}},
+                content_type="application/merge-patch+json", serialize=False, _request_timeout=max(0.001, self.connection.remaining()))
+            data = getattr(response, "data", response)
+            return json.loads(data) if isinstance(data, (bytes, str)) else data
+        return self.connection.call("{0} node {1}".format("cordon" if value else "uncordon", node), patch)
+
+    def _post_eviction(self, namespace: str, name: str) -> dict:
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        try:
+            self.connection.client.client.request("post", self.pods.path(name=name, namespace=namespace) + "/eviction", body=body,
+                                                  content_type="application/json", serialize=False,
+                                                  _request_timeout=max(0.001, self.connection.remaining()))
+            return {"code": 201, "message": "evicted"}
+        except ApiException as error:
+            failure = classify(error)
+            if failure is None:
+                raise
+            # KubeVirt's and the PDB check's answers are decisions, not overload: they go back to the caller, never retried here
+            known = failure.status == 429 and (kv.WEBHOOK in failure.message or kv.PDB_VIOLATION in failure.message)
+            if known or failure.status == 404 or (failure.status == 500 and kv.MULTIPLE_PDBS in failure.message):
+                return {"code": failure.status, "message": failure.message}
+            raise  # a plain 429 (server overload), 5xx or a dropped connection: the connection retries it
+
+    def evict(self, namespace: str, name: str) -> dict:
+        self.evictions["requests"] += 1
+        answer = self.connection.call("evict pod {0}/{1}".format(namespace, name), self._post_eviction, namespace, name)
+        key = str(answer["code"])
+        self.evictions["responses"][key] = self.evictions["responses"].get(key, 0) + 1
+        return answer
+
+
+# ------------------------------------------------------------------------------------------ preflight
+def read_preflight(connection: Connection, api: NodeApi, options: dict) -> dict:
+    """Everything the drain decides on, read in a constant number of requests."""
+    node = options["node"]
+    facts = gather_eviction_facts({"include": FACTS_INCLUDE}, connection)
+    node_fact = next((n for n in facts.get("nodes") or [] if n["name"] == node), None)
+    if node_fact is None:
+        raise InvalidOption("node {0!r} not found".format(node), "Give a node that kubectl get nodes lists.", path="node")
+    if not (facts.get("served") or {}).get("VirtualMachineInstance"):
+        facts["vmis"] = []
+    pods = api.pods_on(node)
+    by_name = {kv.ref(p): p for p in pods}
+    vm_facts = [f for f in facts.get("vmis") or [] if plan.vmi_on_node(f, node)]
+    vms = [plan.vm_plan(f, by_name.get((f["namespace"], (f.get("launcher") or {}).get("name") or ""))) for f in vm_facts]
+    pod_plan = plan.classify_pods(pods, options)
+    launcher_keys = {"{0}/{1}".format(vm["namespace"], vm["launcher"]) for vm in vms if vm["launcher"]}
+    pod_plan["other"] = [key for key in pod_plan["evict"] if key not in launcher_keys]
+    room = plan.capacity(facts.get("nodes") or [], node, vms)
+    limits = (facts.get("cluster") or {}).get("migration_limits") or kv.migration_limits(None)
+    launchers = [vm["launcher"] for vm in vms if vm["launcher"]]
+    return {
+        "node": node_fact, "vms": vms, "counts": plan.counts(vms), "pods": pod_plan, "capacity": room,
+        "pdbs": plan.pdbs_on_node(facts.get("pdbs") or [], facts.get("findings") or [], launchers),
+        "findings": [f for f in facts.get("findings") or [] if f.get("kind") != "PodDisruptionBudget"
+                     and any(f.get("name") == vm["name"] and f.get("namespace") == vm["namespace"] for vm in vms)],
+        "limits": {k: limits.get(k) for k in ("parallel_migrations_per_cluster", "parallel_outbound_migrations_per_node")},
+        "concurrency": plan.concurrency(limits, options.get("max_parallel")),
+        "problems": plan.problems(vms, pod_plan, room, options),
+        "raw_pods": pods,
+    }
+
+
+# ------------------------------------------------------------------------------------------ drain
+class Drain:
+    """The event-driven part: evict within the limits, follow each VM to its result."""
+
+    def __init__(self, connection: Connection, api: NodeApi, options: dict, pre: dict, clock: Callable[[], float]) -> None:
+        self.connection = connection
+        self.api = api
+        self.options = options
+        self.node = options["node"]
+        self.pre = pre
+        self.clock = clock
+        self.items: List[dict] = []
+        for vm in pre["vms"]:
+            if vm["action"] in ("blocked", "not_running"):
+                continue
+            self.items.append(dict(vm, kind="vm", state="queued", result=None, eviction=None, source_node=self.node))
+        pods_by_key = {plan.pod_key(p): p for p in pre["raw_pods"]}
+        for key in pre["pods"]["other"]:
+            pod = pods_by_key[key]
+            self.items.append({"kind": "pod", "namespace": kv.ref(pod)[0], "name": kv.ref(pod)[1], "uid": kv.meta(pod).get("uid"),
+                               "action": "evict", "state": "queued", "result": None, "eviction": None})
+        self.peak_in_flight = 0
+        self.pdb_waiting = False
+        self.seen_failures: set = set()
+
+    # ------------------------------------------------------------------------------------ streams
+    def streams(self) -> List[Stream]:
+        found = self.connection.find_kinds([("VirtualMachineInstance", "kubevirt.io"), ("VirtualMachineInstanceMigration", "kubevirt.io"),
+                                            ("PodDisruptionBudget", "policy")])
+        result = [Stream("pods", self.api.pods, field_selector="spec.nodeName={0}".format(self.node))]
+        for name, kind, group in (("vmis", "VirtualMachineInstance", "kubevirt.io"), ("vmims", "VirtualMachineInstanceMigration", "kubevirt.io"),
+                                  ("pdbs", "PodDisruptionBudget", "policy")):
+            if found[(kind, group)] is not None:
+                result.append(Stream(name, found[(kind, group)]))
+        return result
+
+    # ------------------------------------------------------------------------------------ one step
+    def _evict(self, item: dict) -> None:
+        answer = self.api.evict(item["namespace"], item["launcher"] if item["kind"] == "vm" else item["name"])
+        item["eviction"] = answer
+        code, message = answer["code"], answer["message"]
+        if code in (201, 404) or (code == 429 and any(m in message for m in PROGRESS_MARKERS)):
+            item["state"] = "requested"
+        elif code == 429 and kv.PDB_VIOLATION in message:
+            item["state"] = "pdb"
+            self.pdb_waiting = True
+        else:
+            item["state"] = "done"
+            item["result"] = {"result": "blocked" if code == 429 else "failed", "reason": message}
+
+    def _in_flight(self) -> int:
+        return sum(1 for i in self.items if i["kind"] == "vm" and i["action"] == "live_migrate" and i["state"] == "requested")
+
+    def _update(self, ws: WatchSet) -> None:
+        vmis = ws.cache.get("vmis", {})
+        vmims = ws.objects("vmims")
+        pods = ws.cache.get("pods", {})
+        for item in self.items:
+            if item["state"] != "requested":
+                continue
+            if item["kind"] == "pod":
+                pod = pods.get((item["namespace"], item["name"]))
+                if pod is None or kv.meta(pod).get("uid") != item["uid"] or (pod.get("status") or {}).get("phase") in kv.TERMINAL_POD_PHASES:
+                    item["state"], item["result"] = "done", {"result": "evicted"}
+                continue
+            result = plan.outcome(item, vmis.get((item["namespace"], item["name"])), vmims, self.seen_failures, self.node)
+            if result is not None:
+                item["state"], item["result"] = "done", result
+
+    def step(self, ws: WatchSet) -> bool:
+        """Called after each batch of watch events: settle results, start what the limits allow; True when all is decided."""
+        self._update(ws)
+        if self.pdb_waiting:
+            self.pdb_waiting = False
+            for item in self.items:
+                if item["state"] == "pdb":
+                    self._evict(item)
+        for item in self.items:
+            if item["state"] == "queued" and not (item["kind"] == "vm" and item["action"] == "live_migrate"):
+                self._evict(item)
+        for item in self.items:
+            if item["state"] == "queued" and item["action"] == "live_migrate" and self._in_flight() < self.pre["concurrency"]:
+                if item["in_progress"]:
+                    item["state"] = "requested"  # marked by an earlier run or another client: wait for it, do not evict again
+                else:
+                    self._evict(item)
+        self.peak_in_flight = max(self.peak_in_flight, self._in_flight())
+        self._update(ws)
+        return all(i["state"] == "done" for i in self.items)
+
+    def observe(self, stream: str, _event: str, obj: dict) -> None:
+        if stream == "pdbs" and any(i["state"] == "pdb" for i in self.items):
+            self.pdb_waiting = True
+
+    def run(self, deadline: float) -> dict:
+        ws = WatchSet(self.connection, self.streams(), deadline, clock=self.clock, observe=self.observe)
+        ws.start()
+        # failed migrations from before this run are history, not this run's result
+        self.seen_failures = {kv.meta(m).get("name") for m in ws.objects("vmims") if (m.get("status") or {}).get("phase") == "Failed"}
+        try:
+            finished = ws.wait(self.step)
+        finally:
+            ws.stop()
+        left_vmis = sorted("{0}/{1}".format(*kv.ref(v)) for v in ws.objects("vmis")
+                           if (v.get("status") or {}).get("nodeName") == self.node and (v.get("status") or {}).get("phase") not in plan.FINAL_VMI_PHASES)
+        return {"finished": finished, "left_vmis": left_vmis, "pods": ws.objects("pods"), "watch": dict(ws.stats, errors=ws.errors[-10:])}
+
+
+# ------------------------------------------------------------------------------------------ results
+def vm_results(pre: dict, drain: Optional[Drain]) -> List[dict]:
+    items = {(i["namespace"], i["name"]): i for i in (drain.items if drain else []) if i["kind"] == "vm"}
+    results = []
+    for vm in pre["vms"]:
+        item = items.get((vm["namespace"], vm["name"]))
+        entry = {"namespace": vm["namespace"], "name": vm["name"], "action": vm["action"], "uid_before": vm["uid"], "source_node": vm["node"],
+                 "owner_kind": vm["owner_kind"], "owner_name": vm["owner_name"], "target_node": None, "uid_after": None,
+                 "migration": None, "reason": vm["reason"], "eviction": None}
+        if vm["action"] == "blocked":
+            entry.update(result="blocked", reason=vm["blocked_message"] or vm["reason"])
+        elif vm["action"] == "not_running":
+            entry.update(result="not_running")
+        elif item is None:
+            entry.update(result="pending")
+        else:
+            entry["eviction"] = item["eviction"]
+            if item["result"]:
+                entry.update(item["result"])
+            else:
+                entry.update(result="timeout", reason={"queued": "not started before the timeout", "pdb": "a PodDisruptionBudget still refuses the "
+                                                       "eviction: " + ((item["eviction"] or {}).get("message") or "")}.get(
+                    item["state"], "still {0} at the timeout".format("migrating" if vm["action"] == "live_migrate" else "shutting down")))
+        results.append(entry)
+    return results
+
+
+def safe_to_shutdown(node: str, vmis_left: List[str], pods: List[dict]) -> dict:
+    active = [p for p in pods if plan.on_node(p, node) and (p.get("status") or {}).get("phase") not in kv.TERMINAL_POD_PHASES]
+    daemons = sorted(plan.pod_key(p) for p in active if plan.daemonset_pod(p))
+    others = sorted(plan.pod_key(p) for p in active if not plan.daemonset_pod(p) and not kv.is_launcher(p))
+    return {"safe": not vmis_left, "vmis": vmis_left, "other_pods": others, "daemonset_pods": daemons,
+            "note": "From KubeVirt's side the node is safe to shut down once no VMI runs on it; the other Pods listed are the "
+                    "cluster admin's to evacuate." if not vmis_left else "VMIs still run on the node."}
+
+
+def public_preflight(pre: dict) -> dict:
+    return {k: v for k, v in pre.items() if k != "raw_pods"}
+
+
+def summarize(results: List[dict]) -> dict:
+    summary: Dict[str, int] = {}
+    for entry in results:
+        summary[entry["result"]] = summary.get(entry["result"], 0) + 1
+    return summary
+
+
+# ------------------------------------------------------------------------------------------ states
+def run(params: dict, check_mode: bool, connection: Optional[Connection] = None, clock: Callable[[], float] = time.monotonic) -> dict:
+    options = validate(params)
+    started = clock()
+    connection = connection or connect(params, options)
+    api = NodeApi(connection)
+    if options["state"] == "uncordon":
+        return uncordon(api, options, check_mode)
+    if options["state"] == "safe_to_shutdown":
+        return check_safe(connection, api, options)
+    return drained(connection, api, options, check_mode, started, clock)
+
+
+def uncordon(api: NodeApi, options: dict, check_mode: bool) -> dict:
+    node = api.node(options["node"])
+    if node is None:
+        raise InvalidOption("node {0!r} not found".format(options["node"]), "Give a node that kubectl get nodes lists.", path="node")
+    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+    if cordoned and not check_mode:
+        node = api.set_unschedulable(options["node"], False)
+    return {"changed": cordoned, "node": options["node"], "state": "uncordon", "was_cordoned": cordoned,
+            "cordoned": cordoned and check_mode, "ready": kv.condition_true(node, "Ready"),
+            "diff": {"before": {"unschedulable": cordoned}, "after": {"unschedulable": False}}}
+
+
+def check_safe(connection: Connection, api: NodeApi, options: dict) -> dict:
+    node = api.node(options["node"])
+    if node is None:
+        raise InvalidOption("node {0!r} not found".format(options["node"]), "Give a node that kubectl get nodes lists.", path="node")
+    vmis = connection.list_kind("VirtualMachineInstance", "kubevirt.io") or []
+    left = sorted("{0}/{1}".format(*kv.ref(v)) for v in vmis
+                  if (v.get("status") or {}).get("nodeName") == options["node"] and (v.get("status") or {}).get("phase") not in plan.FINAL_VMI_PHASES)
+    return {"changed": False, "node": options["node"], "state": "safe_to_shutdown", "cordoned": bool((node.get("spec") or {}).get("unschedulable")),
+            "safe_to_shutdown": safe_to_shutdown(options["node"], left, api.pods_on(options["node"]))}
+
+
+def drained(connection: Connection, api: NodeApi, options: dict, check_mode: bool, started: float, clock: Callable[[], float]) -> dict:
+    node = options["node"]
+    pre = read_preflight(connection, api, options)
+    was_cordoned = bool(pre["node"].get("cordoned"))
+    work = [vm for vm in pre["vms"] if vm["action"] not in ("blocked", "not_running")] + pre["pods"]["other"]
+    result: Dict[str, Any] = {"node": node, "state": "drained", "was_cordoned": was_cordoned, "preflight": public_preflight(pre),
+                              "concurrency": pre["concurrency"]}
+    if pre["problems"]:
+        result.update(changed=False, failed=True, drained=False, cordoned=was_cordoned, vms=vm_results(pre, None), summary={},
+                      msg="Preflight refused to drain {0}, nothing was changed: {1}".format(node, " | ".join(p["message"] for p in pre["problems"])))
+        return result
+    if check_mode:
+        result.update(changed=not was_cordoned or bool(work), drained=False, cordoned=was_cordoned, vms=vm_results(pre, None),
+                      summary={}, diff={"before": {"unschedulable": was_cordoned}, "after": {"unschedulable": True}})
+        return result
+    if not was_cordoned:
+        api.set_unschedulable(node, True)
+    drain = Drain(connection, api, options, pre, clock)
+    outcome = drain.run(started + options["timeout"]) if drain.items else {"finished": True, "left_vmis": [], "pods": pre["raw_pods"], "watch": {}}
+    results = vm_results(pre, drain)
+    pods = [{"namespace": i["namespace"], "name": i["name"], "result": (i["result"] or {}).get("result") or ("timeout" if i["state"] != "done" else None),
+             "reason": (i["result"] or {}).get("reason") or ((i["eviction"] or {}).get("message") if i["state"] == "pdb" else None)}
+            for i in drain.items if i["kind"] == "pod"]
+    ok_results = ("migrated", "restarted", "replaced", "deleted", "moved", "not_running", "blocked")
+    bad = [r for r in results if r["result"] not in ok_results] + [p for p in pods if p["result"] != "evicted"]
+    moved = ["{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] in ("migrated", "restarted", "replaced", "moved")]
+    left = outcome["left_vmis"]
+    blocked = {"{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] == "blocked"}
+    result.update(
+        changed=not was_cordoned or bool(drain.items), cordoned=True, vms=results, pods=pods, summary=summarize(results),
+        moved=moved, left=left, migrated=["{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] == "migrated"],
+        drained=not bad and all(v in blocked for v in left),
+        safe_to_shutdown=safe_to_shutdown(node, left, outcome["pods"]), peak_in_flight=drain.peak_in_flight,
+        evictions=api.evictions, watch=outcome["watch"], waited_seconds=round(clock() - started, 3), timed_out=not outcome["finished"],
+        api={"retries": len(connection.retried), "retried": connection.retried[-20:]})
+    if bad:
+        result["failed"] = True
+        result["resume"] = ("Node {0} stays cordoned. Run the task again to continue: it reads the cluster again, waits for VMs KubeVirt is "
+                            "still evacuating (and retrying after a failed migration) and evicts what is left. Uncordon with state: uncordon "
+                            "to give up.".format(node))
+        result["msg"] = "Drain of {0} did not finish: {1}. Moved: {2}; still on the node: {3}. {4}".format(
+            node, "; ".join("{0}/{1} {2}{3}".format(r["namespace"], r["name"], r["result"], ": " + r["reason"] if r.get("reason") else "") for r in bad),
+            ", ".join(moved) or "none", ", ".join(left) or "no VMI", result["resume"])
+    return result

@@ -1,0 +1,325 @@
+# -*- coding: utf-8 -*-
+# Copyright: kubevirt_ops.rebalance contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""`vm_migration_verify`: record a baseline, or wait (list + watch) until the migrations of the baseline VMs are
+decided by the five pass criteria, with the trigger, the descheduler log lines and the evidence files."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Dict, List, Optional
+
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import migration as mc
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Connection
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import LAUNCHER_SELECTOR
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, parse_label_selector
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
+
+VERIFY_ARG_SPEC = {
+    "mode": {"type": "str", "choices": ["record", "verify"], "default": "verify"},
+    "names": {"type": "list", "elements": "str"},
+    "namespace": {"type": "str"},
+    "label_selector": {"type": "str"},
+    "baseline": {"type": "raw"},
+    "timeout": {"type": "int", "default": 600},
+    "require_trigger": {"type": "str", "choices": ["descheduler", "drain", "any"], "default": "any"},
+    "min_moved": {"type": "int", "default": 1},
+    "evidence_path": {"type": "path"},
+    "descheduler_namespace": {"type": "str", "default": "descheduler"},
+    "descheduler_name": {"type": "str", "default": "descheduler"},
+}
+LOG_TAIL_LINES = 5000
+
+
+# ------------------------------------------------------------------------------------------ options
+def _split(name: str, namespace: Optional[str]) -> tuple:
+    if "/" in name:
+        ns, short = name.split("/", 1)
+        return ns, short
+    return namespace, name
+
+
+def validate(params: dict) -> dict:
+    namespace = params.get("namespace")
+    if namespace and not is_dns_label(namespace):
+        raise InvalidOption("{0!r} is not a valid namespace name".format(namespace), "Use the namespace of the VMs.", path="namespace")
+    try:
+        parse_label_selector(params.get("label_selector"))
+    except ValueError as error:
+        raise InvalidOption(str(error), "Write a Kubernetes label selector such as 'app=desched-test'.", path="label_selector") from error
+    names = []
+    for index, name in enumerate(params.get("names") or []):
+        ns, short = _split(name, namespace)
+        if not ns:
+            raise InvalidOption("{0!r} has no namespace".format(name), "Give namespace, or write the name as namespace/name.",
+                                path="names[{0}]".format(index))
+        names.append((ns, short))
+    if params.get("timeout") is not None and params["timeout"] <= 0:
+        raise InvalidOption("must be more than 0 seconds", "Give how long to wait for the migrations, e.g. 600.", path="timeout")
+    if (params.get("min_moved") or 0) < 0:
+        raise InvalidOption("must be 0 or more", "Give how many of the VMs must move (the page's limits move one per cycle).", path="min_moved")
+    return {"namespace": namespace, "label_selector": params.get("label_selector") or None, "names": names}
+
+
+# ------------------------------------------------------------------------------------------ record
+def _vmi_resource(connection: Connection) -> Any:
+    return connection.require_kind("VirtualMachineInstance", "kubevirt.io", fix="Install KubeVirt on this cluster: there is nothing to verify.")
+
+
+def current_vmis(connection: Connection, options: dict) -> List[dict]:
+    namespaces = sorted({pair[0] for pair in options["names"]}) or [options["namespace"]]
+    resource = _vmi_resource(connection)
+    vmis: List[dict] = []
+    for namespace in namespaces:
+        vmis.extend(connection.list(resource, namespace=namespace, label_selector=options["label_selector"]))
+    if options["names"]:
+        vmis = [v for v in vmis if kv.ref(v) in options["names"]]
+    return vmis
+
+
+def record(params: dict, connection: Optional[Connection] = None) -> dict:
+    """The baseline of the selected VMIs: {name: {namespace, name, uid, node, launcher}}."""
+    options = validate(params)
+    if not options["names"] and not options["label_selector"] and not options["namespace"]:
+        raise InvalidOption("record needs the VMs", "Give names, or namespace and label_selector.", path="names")
+    connection = connection or Connection.from_params(params)
+    vmis = current_vmis(connection, options)
+    pods = []
+    for namespace in sorted({kv.ref(v)[0] for v in vmis}):
+        pods.extend(connection.list(connection.require_kind("Pod", ""), namespace=namespace, label_selector=LAUNCHER_SELECTOR))
+    index = kv.index_launchers(pods)
+    baseline: Dict[str, dict] = {}
+    recorded_at = utc_now()
+    clash = len({kv.ref(v)[1] for v in vmis}) < len(vmis)
+    for vmi in vmis:
+        launcher = kv.find_launcher(vmi, index.get(kv.meta(vmi).get("uid"), []))
+        entry = mc.baseline_entry(vmi, kv.meta(launcher).get("name") if launcher else None, recorded_at)
+        baseline["{0}/{1}".format(*kv.ref(vmi)) if clash else entry["name"]] = entry
+    missing = [n for n in options["names"] if n not in {kv.ref(v) for v in vmis}]
+    return {"changed": False, "mode": "record", "baseline": baseline, "recorded_at": recorded_at,
+            "missing": ["{0}/{1}".format(*n) for n in missing]}
+
+
+# ------------------------------------------------------------------------------------------ descheduler log
+class DeschedulerLog:
+    """The descheduler Job (or Deployment) Pods' logs, parsed; read again only when asked for something new."""
+
+    def __init__(self, connection: Connection, namespace: str, name: str) -> None:
+        self.connection = connection
+        self.namespace = namespace
+        self.name = name
+        self.records: List[dict] = []
+        self.reads = 0
+        self.pods: List[str] = []
+        self.error: Optional[str] = None
+
+    def read(self) -> List[dict]:
+        self.reads += 1
+        try:
+            self.records = self._read()
+            self.error = None
+        except Exception as error:  # pylint: disable=broad-exception-caught  # the log is evidence, not a verdict: report and go on
+            self.error = str(error)
+        return self.records
+
+    def _read(self) -> List[dict]:
+        found = self.connection.find_kinds([("CronJob", "batch"), ("Deployment", "apps"), ("Job", "batch"), ("Pod", "")])
+        cronjobs = self.connection.list(found[("CronJob", "batch")], namespace=self.namespace) if found[("CronJob", "batch")] else []
+        deployments = self.connection.list(found[("Deployment", "apps")], namespace=self.namespace) if found[("Deployment", "apps")] else []
+        kind, workload = desched.find_workload(cronjobs, deployments, self.name)
+        if workload is None:
+            return []
+        pods = self.connection.list(found[("Pod", "")], namespace=self.namespace)
+        if kind == "CronJob":
+            jobs = self.connection.list(found[("Job", "batch")], namespace=self.namespace) if found[("Job", "batch")] else []
+            owners = {job["name"] for job in desched.last_jobs(jobs, workload)}
+            mine = [p for p in pods if any(r.get("kind") == "Job" and r.get("name") in owners for r in kv.meta(p).get("ownerReferences") or [])]
+        else:
+            wanted = (((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+            mine = [p for p in pods if wanted and all(kv.labels(p).get(k) == v for k, v in wanted.items())]
+        container = desched.main_container(desched.pod_spec(kind, workload)).get("name")
+        records: List[dict] = []
+        self.pods = []
+        for pod in sorted(mine, key=lambda p: kv.meta(p).get("creationTimestamp") or ""):
+            if (pod.get("status") or {}).get("phase") == "Pending":
+                continue
+            name = kv.meta(pod).get("name")
+            text = self.connection.pod_log(self.namespace, name, container=container, tail_lines=LOG_TAIL_LINES)
+            self.pods.append(name)
+            reference = klog.parse_time((pod.get("status") or {}).get("startTime") or kv.meta(pod).get("creationTimestamp"))
+            for item in klog.parse_lines((text or "").splitlines(), reference=reference):
+                item["pod"] = name
+                records.append(item)
+        return records
+
+
+# ------------------------------------------------------------------------------------------ verify
+def _streams(connection: Connection, namespaces: List[str]) -> List[Stream]:
+    found = connection.find_kinds([("VirtualMachineInstance", "kubevirt.io"), ("VirtualMachineInstanceMigration", "kubevirt.io"),
+                                   ("VirtualMachine", "kubevirt.io"), ("Pod", "")])
+    for kind in ("VirtualMachineInstance", "VirtualMachineInstanceMigration"):
+        if found[(kind, "kubevirt.io")] is None:
+            raise KindNotServed(kind, "kubevirt.io", fix="Install KubeVirt on this cluster: there is nothing to verify.")
+    streams = []
+    for namespace in namespaces:
+        streams.append(Stream("vmis/" + namespace, found[("VirtualMachineInstance", "kubevirt.io")], namespace))
+        streams.append(Stream("vmims/" + namespace, found[("VirtualMachineInstanceMigration", "kubevirt.io")], namespace))
+        streams.append(Stream("pods/" + namespace, found[("Pod", "")], namespace, LAUNCHER_SELECTOR))
+        if found[("VirtualMachine", "kubevirt.io")] is not None:
+            streams.append(Stream("vms/" + namespace, found[("VirtualMachine", "kubevirt.io")], namespace))
+    return streams
+
+
+def select_entries(baseline: Dict[str, dict], options: dict, connection: Connection) -> List[dict]:
+    entries = list(baseline.values())
+    if options["names"]:
+        known = {(e["namespace"], e["name"]): e for e in entries}
+        missing = [n for n in options["names"] if n not in known]
+        if missing:
+            raise InvalidOption("{0} not in the baseline".format(", ".join("{0}/{1}".format(*n) for n in missing)),
+                                "Record the baseline of every VM to verify (mode=record, or kubevirt_eviction_facts) before the change.",
+                                path="names")
+        entries = [known[n] for n in options["names"]]
+    elif options["namespace"]:
+        entries = [e for e in entries if e["namespace"] == options["namespace"]]
+    if options["label_selector"] and not options["names"]:
+        selected = {kv.ref(v) for v in current_vmis(connection, options)}
+        entries = [e for e in entries if (e["namespace"], e["name"]) in selected]
+    for entry in entries:
+        if not entry.get("node"):
+            raise InvalidOption("{0}/{1} has no node in the baseline".format(entry["namespace"], entry["name"]),
+                                "Record the baseline while the VM runs.", path="baseline")
+    return entries
+
+
+def verify(params: dict, connection: Optional[Connection] = None, clock=time.monotonic) -> dict:
+    options = validate(params)
+    started = clock()
+    if not params.get("baseline"):
+        raise InvalidOption("verify needs the baseline", "Pass the baseline returned by mode=record, or the output of kubevirt_eviction_facts.",
+                            path="baseline")
+    baseline = mc.normalize_baseline(params["baseline"])
+    if not baseline:
+        raise InvalidOption("no VM with namespace, name and node in it", "Pass the baseline returned by mode=record.", path="baseline")
+    connection = connection or Connection.from_params(params)
+    entries = select_entries(baseline, options, connection)
+    if not entries:
+        raise InvalidOption("no baseline VM matches names, namespace and label_selector", "Check the selection against the baseline.", path="names")
+    require = params.get("require_trigger") or "any"
+    min_moved = min(params.get("min_moved", 1) if params.get("min_moved") is not None else 1, len(entries))
+    timeout = params.get("timeout") or 600
+    namespaces = sorted({e["namespace"] for e in entries})
+    saw_source: Dict[tuple, bool] = {}
+    keys = {(e["namespace"], e["name"]) for e in entries}
+
+    def observe(stream: str, _event: str, obj: dict) -> None:
+        if stream.startswith("vmis/") and kv.ref(obj) in keys and mc.descheduler_source(obj):
+            saw_source[kv.ref(obj)] = True
+
+    log = DeschedulerLog(connection, params.get("descheduler_namespace") or "descheduler", params.get("descheduler_name") or "descheduler")
+    asked_log_for: set = set()
+    watchset = WatchSet(connection, _streams(connection, namespaces), started + timeout, clock=clock, observe=observe)
+    state: Dict[str, Any] = {"results": [], "decided_at": None}
+
+    def evaluate_all(ws: WatchSet) -> List[dict]:
+        results = []
+        for entry in entries:
+            ns, name = entry["namespace"], entry["name"]
+            results.append(mc.evaluate(entry, ws.cache["vmis/" + ns].get((ns, name)), ws.cache.get("vms/" + ns, {}).get((ns, name)),
+                                       ws.objects("vmims/" + ns), ws.objects("pods/" + ns), saw_source.get((ns, name), False),
+                                       log.records, require))
+        return results
+
+    def needs_log(results: List[dict]) -> bool:
+        """A finished evacuation whose trigger is still unproven: read the log (once per migration)."""
+        wanted = {r["migration"]["name"] for r in results if r["migration"] and r["migration"]["evacuation"]
+                  and r["migration"]["phase"] in kv.FINISHED_MIGRATION_PHASES and r["trigger"] != "descheduler"}
+        new = wanted - asked_log_for
+        asked_log_for.update(new)
+        return require != "any" and bool(new)
+
+    def done(ws: WatchSet) -> bool:
+        results = evaluate_all(ws)
+        if needs_log(results):
+            log.read()
+            results = evaluate_all(ws)
+        state["results"] = results
+        return mc.decided(results, min_moved)
+
+    watchset.start()
+    try:
+        finished = watchset.wait(done)
+    finally:
+        watchset.stop()
+    decided_after = clock() - started
+    results = state["results"] or evaluate_all(watchset)
+    if any(r["migration"] and r["migration"]["evacuation"] for r in results) and not log.reads:
+        log.read()
+        results = evaluate_all(watchset)
+    elif log.reads and any(r["migration"] and r["migration"]["evacuation"] and not r["descheduler_log"] for r in results):
+        log.read()
+        results = evaluate_all(watchset)
+    overall = mc.finish(results, min_moved, timed_out=not finished)
+    for result in results:
+        result["baseline"] = baseline["{0}/{1}".format(result["namespace"], result["name"])] if "{0}/{1}".format(
+            result["namespace"], result["name"]) in baseline else None
+    output = {
+        "changed": False, "mode": "verify", "passed": overall["passed"], "failed_vms": overall["failed_vms"], "counts": overall["counts"],
+        "vms": results, "timed_out": not finished, "timeout": timeout, "require_trigger": require,
+        "waited_seconds": round(decided_after, 3), "verified_at": utc_now(),
+        "descheduler_log": {"namespace": log.namespace, "pods": log.pods, "reads": log.reads, "error": log.error},
+        "watch": dict(watchset.stats, errors=watchset.errors[-20:]),
+        "api": {"retries": len(connection.retried), "retried": connection.retried[-20:]},
+    }
+    for result in results:
+        result.pop("baseline", None)
+    if params.get("evidence_path"):
+        output["evidence"] = write_evidence(params["evidence_path"], output)
+    return output
+
+
+# ------------------------------------------------------------------------------------------ evidence
+def markdown(output: dict) -> str:
+    lines = ["# VM migration verification: {0}".format("PASSED" if output["passed"] else "FAILED"), "",
+             "Verified at {0}; waited {1}s (timeout {2}s); trigger required: {3}; moved {4} of {5} (at least {6}).".format(
+                 output["verified_at"], output["waited_seconds"], output["timeout"], output["require_trigger"],
+                 output["counts"]["moved"], output["counts"]["vms"], output["counts"]["min_moved"]), "",
+             "| VM | verdict | source | target | migration | phase | duration (s) | trigger | UID unchanged | reason |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for vm in output["vms"]:
+        migration = vm.get("migration") or {}
+        cells = ["{0}/{1}".format(vm["namespace"], vm["name"]), vm["verdict"], vm["source_node"] or "", vm["node"] or "",
+                 migration.get("name") or "", migration.get("phase") or "",
+                 "" if migration.get("duration_seconds") is None else "{0:g}".format(migration["duration_seconds"]),
+                 vm.get("trigger") or "", vm["checks"]["uid_unchanged"]["result"], (vm.get("reason") or "").replace("|", "\\|")]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_evidence(path: str, output: dict) -> dict:
+    """`path` as JSON (`.json` added when it has no extension) and the Markdown table next to it (`.md`)."""
+    base, ext = os.path.splitext(path)
+    json_path = path if ext else path + ".json"
+    md_path = (base if ext else path) + ".md"
+    folder = os.path.dirname(os.path.abspath(json_path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(json_path, "w", encoding="utf-8") as handle:
+            json.dump(output, handle, indent=2, sort_keys=True, default=str)
+            handle.write("\n")
+        with open(md_path, "w", encoding="utf-8") as handle:
+            handle.write(markdown(output))
+    except OSError as error:
+        raise InvalidOption("cannot write the evidence: {0}".format(error), "Give a path in a writable directory.", path="evidence_path") from error
+    return {"json": json_path, "markdown": md_path}
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

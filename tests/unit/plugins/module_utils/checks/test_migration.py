@@ -1,0 +1,178 @@
+"""The five pass criteria, the trigger classification and the overall outcome, on upstream-shaped objects."""
+from __future__ import annotations
+
+import copy
+
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import migration as mc
+
+from .. import k8s_objects as k
+
+ENTRY = {"namespace": "desched-test", "name": "vm-a", "uid": "uid-vm-a", "node": "worker-a", "launcher": "virt-launcher-vm-a-abcde",
+         "recorded_at": None}
+
+
+def moved_vmi(**extra):
+    return k.vmi(node="worker-b", **extra)
+
+
+def running_vm(ready=True):
+    obj = k.vm()
+    obj["status"] = {"printableStatus": "Running", "ready": ready}
+    return obj
+
+
+def succeeded(name="kubevirt-evacuation-abcde", created="2026-11-30T22:11:23Z", **extra):
+    obj = k.vmim(name, phase="Succeeded", created=created, **extra)
+    obj["status"]["phaseTransitionTimestamps"] = [{"phase": "Pending", "phaseTransitionTimestamp": "2026-11-30T22:11:23Z"},
+                                                  {"phase": "Succeeded", "phaseTransitionTimestamp": "2026-11-30T22:11:33Z"}]
+    return obj
+
+
+def failed(reason="Live migration failed: target virt-handler not ready"):
+    obj = k.vmim("kubevirt-evacuation-abcde", phase="Failed")
+    obj["status"]["migrationState"]["failureReason"] = reason
+    obj["status"]["migrationState"]["failed"] = True
+    return obj
+
+
+def result_of(vmi, vm=None, vmims=(), pods=(), **kwargs):
+    return mc.evaluate(ENTRY, vmi, vm if vm is not None else running_vm(), list(vmims), list(pods), **kwargs)
+
+
+# ------------------------------------------------------------------------------------------ criteria
+def test_all_five_hold_is_a_pass():
+    result = result_of(moved_vmi(), vmims=[succeeded()])
+    assert result["verdict"] == "pass" and result["open_checks"] == [] and result["reason"] is None
+    assert result["migration"]["duration_seconds"] == 10.0
+    assert result["migration"]["phase_timestamps"]["Succeeded"] == "2026-11-30T22:11:33Z"
+
+
+def test_1_still_on_the_baseline_node_is_open():
+    check = mc.check_node_changed(ENTRY, k.vmi())
+    assert check["result"] == "open" and "worker-a" in check["reason"]
+    assert mc.check_node_changed(ENTRY, moved_vmi())["result"] == "pass"
+
+
+def test_2_migration_must_succeed_between_the_expected_nodes():
+    assert mc.check_migration_succeeded(ENTRY, moved_vmi(), None)["result"] == "open"
+    assert mc.check_migration_succeeded(ENTRY, moved_vmi(), k.vmim("m", phase="Running"))["result"] == "open"
+    wrong_source = mc.check_migration_succeeded(ENTRY, k.vmi(node="worker-c"), succeeded(source="worker-b", target="worker-c"))
+    assert wrong_source["result"] == "fail" and "not from the baseline node worker-a" in wrong_source["reason"]
+    wrong_target = mc.check_migration_succeeded(ENTRY, k.vmi(node="worker-c"), succeeded())
+    assert wrong_target["result"] == "fail" and "runs on worker-c" in wrong_target["reason"]
+    not_yet = mc.check_migration_succeeded(ENTRY, k.vmi(), succeeded())  # the VMI's update arrives after the migration's
+    assert not_yet["result"] == "open"
+
+
+def test_2_a_failed_migration_fails_at_once_with_its_reason():
+    result = result_of(k.vmi(), vmims=[failed()])
+    assert result["verdict"] == "fail" and result["failed_checks"] == ["migration_succeeded"]
+    assert "target virt-handler not ready" in result["reason"]
+    assert mc.decided([result], 1)
+    retried = result_of(k.vmi(), vmims=[failed(), k.vmim("kubevirt-evacuation-zzzzz", phase="Pending", created="2026-11-30T10:06:00Z")])
+    assert retried["verdict"] == "fail" and retried["migration"]["name"] == "kubevirt-evacuation-abcde"
+
+
+def test_migrations_before_the_baseline_do_not_count():
+    entry = dict(ENTRY, recorded_at="2026-11-30T22:00:00Z")
+    old = failed()  # created 10:05
+    assert mc.evaluate(entry, k.vmi(), running_vm(), [old], [])["migration"] is None
+
+
+def test_3_a_new_uid_is_a_restart():
+    restarted = k.vmi(uid="uid-new")
+    result = result_of(restarted)
+    assert result["verdict"] == "fail" and "uid_unchanged" in result["failed_checks"]
+    assert "restarted, not migrated" in result["reason"] and result["moving"]
+    stopped = mc.check_uid_unchanged(ENTRY, k.vmi(phase="Failed"))
+    assert stopped["result"] == "fail" and "phase Failed" in stopped["reason"]
+    assert mc.check_uid_unchanged(ENTRY, None)["result"] == "open"
+
+
+def test_4_running_and_ready():
+    assert mc.check_running_ready(running_vm(), moved_vmi())["result"] == "pass"
+    assert mc.check_running_ready(running_vm(ready=False), moved_vmi())["result"] == "open"
+    bare = moved_vmi()
+    assert mc.check_running_ready(None, bare)["result"] == "pass"
+    bare["status"]["conditions"][0]["status"] = "False"
+    assert mc.check_running_ready(None, bare)["result"] == "open"
+
+
+def test_5_the_old_launcher_must_be_gone():
+    old = k.launcher(k.vmi())
+    assert mc.check_old_launcher_gone(ENTRY, [old])["result"] == "open"
+    terminating = copy.deepcopy(old)
+    terminating["metadata"]["deletionTimestamp"] = "2026-11-30T22:11:34Z"
+    assert "terminating" in mc.check_old_launcher_gone(ENTRY, [terminating])["reason"]
+    assert mc.check_old_launcher_gone(ENTRY, [k.launcher(k.vmi(), phase="Succeeded")])["result"] == "pass"
+    target = k.launcher(moved_vmi(), name="virt-launcher-vm-a-zzzzz")
+    assert mc.check_old_launcher_gone(ENTRY, [target])["result"] == "pass"
+    without_name = dict(ENTRY, launcher=None)
+    assert mc.check_old_launcher_gone(without_name, [old])["result"] == "open"
+    assert mc.check_old_launcher_gone(without_name, [target])["result"] == "pass"
+
+
+# ------------------------------------------------------------------------------------------ trigger
+def test_trigger_descheduler_while_in_flight():
+    vmi = k.vmi()
+    vmi["metadata"]["annotations"] = {"kubevirt.io/eviction-source": "descheduler"}
+    result = result_of(vmi, vmims=[k.vmim("kubevirt-evacuation-abcde")])
+    assert result["trigger"] == "descheduler"
+
+
+def test_trigger_descheduler_after_completion_from_the_log():
+    line = 'I1130 22:11:23.400000       1 evictions.go:221] "Eviction in background assumed" pod="desched-test/virt-launcher-vm-a-abcde"'
+    records = klog.parse_lines([line], year=2026)
+    result = result_of(moved_vmi(), vmims=[succeeded()], log_records=records, require_trigger="descheduler")
+    assert result["trigger"] == "descheduler" and result["descheduler_log"] == [line]
+    assert result["verdict"] == "pass"
+    late = result_of(moved_vmi(), vmims=[succeeded(created="2026-11-30T22:30:00Z")], log_records=records)
+    assert late["trigger"] == "drain" and late["descheduler_log"] == []
+
+
+def test_trigger_drain_and_manual():
+    assert result_of(moved_vmi(), vmims=[succeeded()])["trigger"] == "drain"
+    manual = succeeded(name="my-migration", evacuation=False)
+    assert result_of(moved_vmi(), vmims=[manual])["trigger"] == "manual"
+    assert result_of(k.vmi())["trigger"] is None
+
+
+def test_required_trigger_mismatch_fails_once_finished():
+    result = result_of(moved_vmi(), vmims=[succeeded()], require_trigger="descheduler")
+    assert result["verdict"] == "fail" and result["failed_checks"] == ["trigger"]
+    in_flight = result_of(k.vmi(), vmims=[k.vmim("kubevirt-evacuation-abcde")], require_trigger="descheduler")
+    assert in_flight["checks"]["trigger"]["result"] == "open"
+
+
+# ------------------------------------------------------------------------------------------ outcome
+def test_untouched_vms_wait_until_enough_moved():
+    untouched = result_of(k.vmi())
+    assert untouched["verdict"] == "open" and not untouched["moving"]
+    assert not mc.decided([untouched], 1)
+    passed = result_of(moved_vmi(), vmims=[succeeded()])
+    assert mc.decided([passed, untouched], 1)
+    overall = mc.finish([passed, untouched], 1, timed_out=False)
+    assert overall["passed"] and untouched["verdict"] == "not_moved" and overall["counts"]["moved"] == 1
+
+
+def test_timeout_names_the_open_check():
+    hung = result_of(k.vmi(), vmims=[k.vmim("kubevirt-evacuation-abcde", phase="Running")])
+    assert not mc.decided([hung], 1)
+    overall = mc.finish([hung], 1, timed_out=True)
+    assert hung["verdict"] == "timeout" and "migration_succeeded" in hung["reason"] and "is Running" in hung["reason"]
+    assert overall["failed_vms"] == ["desched-test/vm-a"] and not overall["passed"]
+
+
+def test_not_moved_fails_when_too_few_moved():
+    untouched = result_of(k.vmi())
+    overall = mc.finish([untouched], 1, timed_out=True)
+    assert untouched["verdict"] == "not_moved" and not overall["passed"] and overall["counts"]["failed"] == 1
+
+
+def test_baseline_from_record_and_from_eviction_facts():
+    from_record = mc.normalize_baseline({"vm-a": ENTRY})
+    facts = {"vmis": [{"namespace": "desched-test", "name": "vm-a", "uid": "uid-vm-a", "node": "worker-a",
+                       "launcher": {"name": "virt-launcher-vm-a-abcde", "node": "worker-a"}, "verdict": "migrate"}]}
+    assert mc.normalize_baseline(facts) == from_record == {"desched-test/vm-a": ENTRY}
+    assert mc.baseline_entry(k.vmi(), "virt-launcher-vm-a-abcde") == ENTRY

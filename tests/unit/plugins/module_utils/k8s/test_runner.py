@@ -1,0 +1,58 @@
+"""run_module: the shared main() of every module: options, check mode, one service call, one fail_json."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import module_argument_spec, run_module
+
+OWN_SPEC = {"mode": {"type": "str", "choices": ["a", "b"], "default": "a"}, "things": {"type": "list", "elements": "str"}}
+
+
+def run(capsys, service, **args):
+    with patch_module_args(args), pytest.raises(SystemExit) as caught:
+        run_module(OWN_SPEC, service, required_if=[["mode", "b", ["things"]]])
+    return caught.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_spec_has_the_connection_options_and_a_copy_of_the_own_ones():
+    spec = module_argument_spec(OWN_SPEC)
+    assert {"kubeconfig", "context", "api_key", "api_retries", "api_timeout", "mode", "things"} <= set(spec)
+    spec["mode"]["default"] = "b"
+    assert OWN_SPEC["mode"]["default"] == "a"
+
+
+def test_service_gets_params_and_check_mode_and_its_result_is_returned(capsys):
+    calls = []
+
+    def service(params, check_mode):
+        calls.append((params["mode"], params["things"], check_mode))
+        return {"changed": False, "answer": 42}
+    code, result = run(capsys, service, things="x,y", _ansible_check_mode=True)
+    assert code == 0 and result["answer"] == 42
+    assert calls == [("a", ["x", "y"], True)]
+
+
+def test_module_kwargs_reach_the_module(capsys):
+    code, result = run(capsys, lambda params, check_mode: {"changed": False}, mode="b")
+    assert code == 1 and "things" in result["msg"]
+
+
+def test_collection_errors_become_one_fail_json_with_the_error_as_data(capsys):
+    def service(params, check_mode):
+        raise InvalidOption("'Bad' is not a name", "Use lower-case letters.", path="things[0]")
+    code, result = run(capsys, service, things="Bad")
+    assert code == 1 and result["failed"]
+    assert result["msg"].startswith("things[0]: ")
+    assert result["error"]["type"] == "InvalidOption"
+
+
+def test_a_partial_result_carried_by_the_error_is_reported_beside_it(capsys):
+    def service(params, check_mode):
+        raise InvalidOption("timed out", "Wait longer.", path="timeout", result={"unfinished": 2, "migrations": ["a", "b"]})
+    code, result = run(capsys, service)
+    assert code == 1 and result["unfinished"] == 2 and result["migrations"] == ["a", "b"]
+    assert "result" not in result["error"] and result["error"]["path"] == "timeout"
