@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubevirt_ops.rebalance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The connection to the API server, shared by every module.
+"""The one door to the API server: every request of the collection goes through `Client`.
 
 - Options: kubernetes.core's auth options (`AUTH_ARG_SPEC`, secrets `no_log` there) plus `api_retries`
   and `api_timeout`; the client is kubernetes.core's `get_api_client`, so kubeconfig files and dicts,
@@ -14,6 +14,12 @@
 - Every request is retried on 429, 5xx and connection errors, waiting as long as `Retry-After` asks or
   with exponential backoff, and never past the `api_timeout` deadline; what fails for good becomes an
   `ApiFailure` carrying the request, the HTTP status, the Kubernetes reason and message.
+- The verbs the collection uses: get, list, create, replace (with the object's resourceVersion), patch by
+  type, delete with preconditions, evict, watch from a resourceVersion, read logs. Every write takes
+  `dry_run`, sent as the API server's `dryRun=All`: validation and admission run, nothing is stored (this is
+  how check mode asks the server, as kubernetes.core does). The API's `Warning` headers of the last write
+  are in `last_warnings`.
+- Nothing else in the collection touches the kubernetes client.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import copy
 import email.utils
 import http.client
 import json
+import re
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -35,7 +43,6 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
 
 try:
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-    from kubernetes.client import CoreV1Api
     from kubernetes.client.exceptions import ApiException
     from kubernetes.config import ConfigException
     from kubernetes.dynamic.resource import ResourceList
@@ -46,7 +53,6 @@ except ImportError as import_error:  # the module reports it with missing_requir
     HAS_KUBERNETES = False
     KUBERNETES_IMPORT_ERROR = import_error
     get_api_client = None  # pylint: disable=invalid-name
-    CoreV1Api = None  # pylint: disable=invalid-name
 
     class ApiException(Exception):  # type: ignore[no-redef]
         """Stand-in so that `except ApiException` stays valid without the kubernetes client."""
@@ -83,6 +89,27 @@ def connection_argument_spec() -> dict:
 def auth_params(params: dict) -> dict:
     """The auth options among a module's params, as kubernetes.core's `get_api_client` takes them."""
     return {name: params.get(name) for name in AUTH_ARG_SPEC}
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """The connection options of every module: kubernetes.core's auth options, `api_retries`, `api_timeout`."""
+    auth: Dict[str, Any]
+    api_retries: int
+    api_timeout: int
+
+    @classmethod
+    def from_params(cls, params: dict) -> "ConnectionOptions":
+        return cls(auth=auth_params(params), api_retries=params["api_retries"], api_timeout=params["api_timeout"])
+
+
+PATCH_CONTENT_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+FIELD_MANAGER = "kubevirt_ops.rebalance"
 
 
 # ------------------------------------------------------------------------------------------ errors
@@ -171,8 +198,8 @@ def disable_transport_retries(k8s_client: Any) -> None:
 
 
 # -------------------------------------------------------------------------------------- connection
-class Connection:
-    """An API client with discovery by kind, paged lists and bounded retries.
+class Client:
+    """The API client: discovery by kind, paged lists, the verbs, bounded retries, dry run.
 
     `client_factory(**auth)` returns a kubernetes.core `K8SClient` (its `.client` is the dynamic client);
     tests pass a fake. `sleep` and `clock` are injectable so that retry timing is tested without waiting.
@@ -203,9 +230,13 @@ class Connection:
         self.retried: List[dict] = []
         self.last_resource_version: Optional[str] = None
 
+        self.last_warnings: List[str] = []
+
     @classmethod
-    def from_params(cls, params: dict, **kwargs: Any) -> "Connection":
-        return cls(auth_params(params), retries=params.get("api_retries", 5), timeout=params.get("api_timeout", 120), **kwargs)
+    def from_options(cls, options: ConnectionOptions, extra_timeout: float = 0, **kwargs: Any) -> "Client":
+        """A client for a module's connection options; `extra_timeout` extends the deadline for a module that also
+        waits (a drain waits up to its own timeout on top of the reads)."""
+        return cls(options.auth, retries=options.api_retries, timeout=options.api_timeout + extra_timeout, **kwargs)
 
     # ---------------------------------------------------------------------------------- retrying
     def remaining(self) -> float:
@@ -263,12 +294,18 @@ class Connection:
 
     def request_json(self, path: str, request: str, **params: Any) -> Any:
         """GET a path and return its JSON body, with retries."""
-        return self.call(request, self._get, path, **params)
+        return self.call(request, lambda: self._send("get", path, **params))
 
-    def _get(self, path: str, **params: Any) -> Any:
-        response = self.client.client.request("get", path, serialize=False, _request_timeout=self._request_timeout(), **params)
+    def _send(self, method: str, path: str, body: Any = None, content_type: Optional[str] = None, text: bool = False, **params: Any) -> Any:
+        """One round trip through the dynamic client: the decoded JSON body (the text with `text`); the response's
+        `Warning` headers in `last_warnings`."""
+        response = self.client.client.request(method, path, body=body, content_type=content_type, serialize=False,
+                                              _request_timeout=self._request_timeout(), **params)
+        self.last_warnings = warnings_of(response)
         data = getattr(response, "data", response)
-        if isinstance(data, (bytes, str)):
+        if isinstance(data, bytes):
+            data = data.decode("utf-8", "replace")
+        if isinstance(data, str) and not text:
             return json.loads(data)
         return data
 
@@ -400,20 +437,116 @@ class Connection:
         if self._pick(resource.kind, resource.group or "") is None:
             raise KindNotServed(resource.kind, resource.group or None)
 
+    # ---------------------------------------------------------------------------------- verbs
+    @staticmethod
+    def _where(resource: Any, name: Optional[str], namespace: Optional[str]) -> str:
+        plural = resource.name + ("." + resource.group if resource.group else "")
+        return "{0} {1}".format(plural, "/".join(part for part in (namespace if resource.namespaced else None, name) if part))
+
+    @staticmethod
+    def _path(resource: Any, name: Optional[str] = None, namespace: Optional[str] = None) -> str:
+        return resource.path(name=name, namespace=namespace if resource.namespaced else None)
+
+    @staticmethod
+    def _dry_run(dry_run: bool) -> Dict[str, str]:
+        return {"dry_run": "All"} if dry_run else {}
+
+    def get(self, resource: Any, name: str, namespace: Optional[str] = None) -> Optional[dict]:
+        """One object, or None when it does not exist (404)."""
+        try:
+            return self.request_json(self._path(resource, name, namespace), "get " + self._where(resource, name, namespace))
+        except ApiFailure as failure:
+            if failure.status == 404:
+                return None
+            raise
+
+    def create(self, resource: Any, body: dict, namespace: Optional[str] = None, dry_run: bool = False) -> dict:
+        """POST an object; the object as stored (or as it would be, with `dry_run`)."""
+        name = (body.get("metadata") or {}).get("name") or (body.get("metadata") or {}).get("generateName") or ""
+        return self.call("create " + self._where(resource, name, namespace),
+                         lambda: self._send("post", self._path(resource, namespace=namespace), body=body,
+                                            content_type="application/json", **self._dry_run(dry_run)))
+
+    def replace(self, resource: Any, body: dict, namespace: Optional[str] = None, dry_run: bool = False) -> dict:
+        """PUT an object with the resourceVersion it carries (409 Conflict when it changed since); the stored object."""
+        name = (body.get("metadata") or {}).get("name")
+        return self.call("update " + self._where(resource, name, namespace),
+                         lambda: self._send("put", self._path(resource, name, namespace), body=body,
+                                            content_type="application/json", **self._dry_run(dry_run)))
+
+    def patch(self, resource: Any, name: str, body: Any, namespace: Optional[str] = None, patch_type: str = "merge",
+              dry_run: bool = False, request: Optional[str] = None) -> dict:
+        """PATCH an object: `patch_type` merge, json, strategic or apply (server-side apply as this collection's field
+        manager, forcing conflicts); the stored object."""
+        params: Dict[str, Any] = self._dry_run(dry_run)
+        if patch_type == "apply":
+            params.update(field_manager=FIELD_MANAGER, force_conflicts=True)
+        return self.call(request or "patch " + self._where(resource, name, namespace),
+                         lambda: self._send("patch", self._path(resource, name, namespace), body=body,
+                                            content_type=PATCH_CONTENT_TYPES[patch_type], **params))
+
+    def delete(self, resource: Any, name: str, namespace: Optional[str] = None, preconditions: Optional[dict] = None,
+               propagation_policy: Optional[str] = None, dry_run: bool = False) -> Optional[dict]:
+        """DELETE an object, only if it still has the `preconditions` (uid, resourceVersion) given; None when it was
+        already gone (404), else the server's answer (the object, or a Status)."""
+        options: Dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if preconditions:
+            options["preconditions"] = dict(preconditions)
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if dry_run:
+            options["dryRun"] = ["All"]
+        try:
+            return self.call("delete " + self._where(resource, name, namespace),
+                             lambda: self._send("delete", self._path(resource, name, namespace), body=options,
+                                                content_type="application/json", **self._dry_run(dry_run)))
+        except ApiFailure as failure:
+            if failure.status == 404:
+                return None
+            raise
+
+    def evict(self, namespace: str, name: str, dry_run: bool = False,
+              is_answer: Callable[[Failure], bool] = lambda failure: False) -> dict:
+        """POST an Eviction for a Pod; `{"code": 201, "message": "evicted"}`, or the refusal
+        as `{"code", "message"}` for failures `is_answer` says are answers (KubeVirt's and the PDB check's 429s are
+        decisions, never retried). Other failures are retried as any request."""
+        body: Dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if dry_run:
+            body["deleteOptions"] = {"dryRun": ["All"]}
+
+        def post() -> dict:
+            try:
+                self._send("post", self._path(self.require_kind("Pod", ""), name, namespace) + "/eviction", body=body, content_type="application/json",
+                           **self._dry_run(dry_run))
+                return {"code": 201, "message": "evicted"}
+            except Exception as error:  # pylint: disable=broad-exception-caught  # classify() decides what is an API problem
+                failure = classify(error)
+                if failure is not None and is_answer(failure):
+                    return {"code": failure.status, "message": failure.message}
+                raise
+        return self.call("evict pod {0}/{1}".format(namespace, name), post)
+
+    def watch(self, resource: Any, namespace: Optional[str] = None, name: Optional[str] = None, label_selector: Optional[str] = None,
+              field_selector: Optional[str] = None, resource_version: Optional[str] = None, timeout: int = 60) -> Iterator[dict]:
+        """Raw watch events (`{"type", "object"}`, BOOKMARKs included) from `resource_version`, for at most `timeout`
+        seconds (the server's timeoutSeconds). Not retried: the one watch implementation (k8s.watch) reconnects."""
+        for event in self.client.client.watch(resource, namespace=namespace if resource.namespaced else None, name=name,
+                                              label_selector=label_selector, field_selector=field_selector,
+                                              resource_version=resource_version, timeout=timeout, allow_watch_bookmarks=True):
+            yield {"type": event.get("type"), "object": event.get("raw_object")}
+
     def pod_log(self, namespace: str, name: str, container: Optional[str] = None, tail_lines: Optional[int] = None) -> str:
         """The log of a Pod's container (pods/log), with retries."""
-        return self.call("read the log of pod {0}/{1}".format(namespace, name), self._pod_log, namespace, name, container, tail_lines)
+        query = [(key, value) for key, value in (("container", container), ("tailLines", tail_lines)) if value]
+        text = self.call("read the log of pod {0}/{1}".format(namespace, name),
+                         lambda: self._send("get", self._path(self.require_kind("Pod", ""), name, namespace) + "/log", text=True, query_params=query,
+                                            header_params={"Accept": "text/plain"}))
+        return text or ""
 
-    def _pod_log(self, namespace: str, name: str, container: Optional[str], tail_lines: Optional[int]) -> str:
-        api = CoreV1Api(self.client.client.client)
-        kwargs = {key: value for key, value in (("container", container), ("tail_lines", tail_lines)) if value}
-        return api.read_namespaced_pod_log(name, namespace, _request_timeout=self._request_timeout(), **kwargs) or ""
-
-    def create(self, resource: Any, body: dict, namespace: Optional[str] = None) -> dict:
-        """POST an object (not retried after a request that may have reached the server: a create is not idempotent)."""
-        request = "create {0} {1}/{2}".format(resource.name, namespace or "", (body.get("metadata") or {}).get("name") or "")
-        created = self.call(request, self.client.client.create, resource, body=body, namespace=namespace)
-        return created.to_dict() if hasattr(created, "to_dict") else dict(created)
+    def server_host(self) -> Optional[str]:
+        """The API server URL the client talks to (from the kubeconfig or `host`)."""
+        configuration = getattr(getattr(self.client.client, "client", None), "configuration", None)
+        return getattr(configuration, "host", None)
 
     def list_kind(self, kind: str, group: Optional[str] = None, **kwargs: Any) -> Optional[List[dict]]:
         """`list` by kind; None when the kind is not served."""
@@ -424,3 +557,21 @@ class Connection:
             return self.list(resource, **kwargs)
         except KindNotServed:
             return None
+
+
+def warnings_of(response: Any) -> List[str]:
+    """The texts of a response's `Warning` headers (`299 - "text"`)."""
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return []
+    if hasattr(headers, "getlist"):
+        values = headers.getlist("Warning")
+    elif hasattr(headers, "get_all"):
+        values = headers.get_all("Warning") or []
+    else:
+        values = [v for k, v in dict(headers).items() if k.lower() == "warning"]
+    result = []
+    for value in values:
+        match = re.match(r'^\s*\d{3}\s+\S+\s+"(.*)"\s*$', value)
+        result.append(match.group(1) if match else value)
+    return result

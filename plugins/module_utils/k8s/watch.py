@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Connection, classify
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client, classify
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure
 
 GONE = 410
@@ -49,18 +49,18 @@ class Stream:
 class WatchSet:
     """A cache of several streams, and `wait(predicate)` until it holds or the deadline passes.
 
-    `watch(resource, namespace, label_selector, resource_version, timeout)` returns an iterator of raw events
-    (`{"type", "object"}`); by default the kubernetes client's watch through the dynamic client.
+    `watch(resource, namespace=, label_selector=, resource_version=, timeout=, field_selector=)` returns an iterator of
+    raw events (`{"type", "object"}`); by default the client's `watch`.
     """
 
-    def __init__(self, connection: Connection, streams: List[Stream], deadline: float, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, connection: Client, streams: List[Stream], deadline: float, clock: Callable[[], float] = time.monotonic,
                  watch: Optional[Callable[..., Any]] = None, observe: Optional[Callable[[str, str, dict], Any]] = None) -> None:
         self.connection = connection
         self._observe = observe
         self.streams = streams
         self.deadline = deadline
         self._clock = clock
-        self._watch = watch or self._client_watch
+        self._watch = watch or connection.watch
         self._events: "queue.Queue[tuple]" = queue.Queue()
         self._stop = threading.Event()
         self._threads: List[threading.Thread] = []
@@ -78,13 +78,6 @@ class WatchSet:
         stream.resource_version = self.connection.last_resource_version
         self.stats["lists"] += 1
         return items
-
-    def _client_watch(self, resource: Any, namespace: Optional[str], label_selector: Optional[str], resource_version: Optional[str],
-                      timeout: int, field_selector: Optional[str] = None) -> Any:
-        for event in self.connection.client.client.watch(resource, namespace=namespace, label_selector=label_selector,
-                                                         field_selector=field_selector, resource_version=resource_version,
-                                                         timeout=timeout, allow_watch_bookmarks=True):
-            yield {"type": event.get("type"), "object": event.get("raw_object")}
 
     def start(self) -> None:
         """List every stream now (in the caller's thread, so that list errors surface), then start watching."""
@@ -107,8 +100,8 @@ class WatchSet:
             try:
                 self.stats["watches"] += 1
                 extra = {"field_selector": stream.field_selector} if stream.field_selector else {}
-                for event in self._watch(stream.resource, stream.namespace, stream.label_selector, stream.resource_version,
-                                         max(1, int(self.remaining() + 0.999)), **extra):
+                for event in self._watch(stream.resource, namespace=stream.namespace, label_selector=stream.label_selector,
+                                         resource_version=stream.resource_version, timeout=max(1, int(self.remaining() + 0.999)), **extra):
                     obj = event.get("object") or {}
                     version = (obj.get("metadata") or {}).get("resourceVersion")
                     if event.get("type") == "ERROR":

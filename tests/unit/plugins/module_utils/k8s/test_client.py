@@ -35,14 +35,14 @@ def test_auth_params_pick_only_auth_options():
 @pytest.mark.parametrize("retries, timeout, option", [(-1, 10, "api_retries"), (3, 0, "api_timeout")])
 def test_bad_retry_options_name_the_option(retries, timeout, option):
     with pytest.raises(InvalidOption) as caught:
-        conn.Connection({}, retries=retries, timeout=timeout)
+        conn.Client({}, retries=retries, timeout=timeout)
     assert caught.value.path == option and caught.value.message.startswith(option + ": must be")
 
 
 def test_client_creation_errors_name_the_connection_option():
     def factory(**auth):
         raise CoreException("Could not create API client: Invalid kube-config file. No configuration found.")
-    connection = conn.Connection({}, client_factory=factory)
+    connection = conn.Client({}, client_factory=factory)
     with pytest.raises(InvalidOption) as caught:
         connection.server_version()
     assert caught.value.path == "kubeconfig" and "No configuration found" in caught.value.message and "K8S_AUTH_" in caught.value.message

@@ -1,20 +1,33 @@
 """run_module: the shared main() of every module: options, check mode, one service call, one fail_json."""
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import List, Optional
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import module_argument_spec, run_module
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import (
+    ModuleOptions,
+    module_argument_spec,
+    run_module,
+    spec_params,
+)
 
 OWN_SPEC = {"mode": {"type": "str", "choices": ["a", "b"], "default": "a"}, "things": {"type": "list", "elements": "str"}}
 
 
+@dataclasses.dataclass(frozen=True)
+class OwnOptions(ModuleOptions):
+    mode: str
+    things: Optional[List[str]]
+
+
 def run(capsys, service, **args):
     with patch_module_args(args), pytest.raises(SystemExit) as caught:
-        run_module(OWN_SPEC, service, required_if=[["mode", "b", ["things"]]])
+        run_module(OWN_SPEC, OwnOptions, service, required_if=[["mode", "b", ["things"]]])
     return caught.value.code, json.loads(capsys.readouterr().out)
 
 
@@ -25,24 +38,33 @@ def test_spec_has_the_connection_options_and_a_copy_of_the_own_ones():
     assert OWN_SPEC["mode"]["default"] == "a"
 
 
-def test_service_gets_params_and_check_mode_and_its_result_is_returned(capsys):
+def test_service_gets_typed_options_and_check_mode_and_its_result_is_returned(capsys):
     calls = []
 
-    def service(params, check_mode):
-        calls.append((params["mode"], params["things"], check_mode))
+    def service(options, check_mode):
+        calls.append((options.mode, options.things, options.connection.api_retries, options.connection.auth["context"], check_mode))
         return {"changed": False, "answer": 42}
-    code, result = run(capsys, service, things="x,y", _ansible_check_mode=True)
+    code, result = run(capsys, service, things="x,y", context="ctx", _ansible_check_mode=True)
     assert code == 0 and result["answer"] == 42
-    assert calls == [("a", ["x", "y"], True)]
+    assert calls == [("a", ["x", "y"], 5, "ctx", True)]
+
+
+def test_spec_params_fill_the_spec_defaults_and_refuse_unknown_names():
+    params = spec_params(OWN_SPEC, things=["x"])
+    assert params["mode"] == "a" and params["things"] == ["x"] and params["api_timeout"] == 120 and params["kubeconfig"] is None
+    options = OwnOptions.from_params(params)
+    assert (options.mode, options.things, options.connection.api_timeout) == ("a", ["x"], 120)
+    with pytest.raises(KeyError, match="thing"):
+        spec_params(OWN_SPEC, thing=["x"])
 
 
 def test_module_kwargs_reach_the_module(capsys):
-    code, result = run(capsys, lambda params, check_mode: {"changed": False}, mode="b")
+    code, result = run(capsys, lambda options, check_mode: {"changed": False}, mode="b")
     assert code == 1 and "things" in result["msg"]
 
 
 def test_collection_errors_become_one_fail_json_with_the_error_as_data(capsys):
-    def service(params, check_mode):
+    def service(options, check_mode):
         raise InvalidOption("'Bad' is not a name", "Use lower-case letters.", path="things[0]")
     code, result = run(capsys, service, things="Bad")
     assert code == 1 and result["failed"]
@@ -51,7 +73,7 @@ def test_collection_errors_become_one_fail_json_with_the_error_as_data(capsys):
 
 
 def test_a_partial_result_carried_by_the_error_is_reported_beside_it(capsys):
-    def service(params, check_mode):
+    def service(options, check_mode):
         raise InvalidOption("timed out", "Wait longer.", path="timeout", result={"unfinished": 2, "migrations": ["a", "b"]})
     code, result = run(capsys, service)
     assert code == 1 and result["unfinished"] == 2 and result["migrations"] == ["a", "b"]

@@ -35,7 +35,7 @@ class Script:
         self.versions = []
         self.release = threading.Event()
 
-    def __call__(self, resource, namespace, label_selector, resource_version, timeout):
+    def __call__(self, resource, namespace=None, label_selector=None, resource_version=None, timeout=None):
         self.versions.append(resource_version)
         answer = self.answers.pop(0) if self.answers else None
         if answer is None:
