@@ -16,7 +16,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_HOME := $(ROOT)/.cache/ansible
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help demo test venv collections sanity lint unit integration kubesim bench molecule build clean distclean
+.PHONY: help demo test venv collections sanity lint docs unit integration kubesim bench molecule build clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ sanity: collections  ## ansible-test sanity, offline, Python 3.12
 
 lint: collections  ## ansible-lint --profile production
 	@scripts/run-tests.sh lint
+
+docs: collections  ## regenerate docs/collection/ (module, filter and role reference) with antsibull-docs
+	@scripts/docs.sh
 
 unit: collections  ## pytest tests/unit
 	@scripts/run-tests.sh unit

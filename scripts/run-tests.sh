@@ -5,7 +5,8 @@
 #   scripts/run-tests.sh                 all tiers
 #   scripts/run-tests.sh unit sanity     only the named tiers
 #
-# Tiers: unit, integration, kubesim (pytest), sanity (ansible-test), lint (ansible-lint), molecule.
+# Tiers: unit, integration, kubesim (pytest), sanity (ansible-test), lint (ansible-lint), docs (antsibull-docs),
+# molecule.
 # A tier with nothing to run (no test files, no scenarios) is reported as "no tests" and counts
 # neither as passed nor as failed. A pytest tier that has test files but collects none fails.
 # Expects the environment `make` sets up (scripts/bootstrap.sh, PATH with .venv/bin,
@@ -15,7 +16,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}" || exit 2
 
-ALL_TIERS=(unit integration kubesim sanity lint molecule)
+ALL_TIERS=(unit integration kubesim sanity lint docs molecule)
 SANITY_PYTHON="3.12"
 SANITY_TREE="${ROOT}/.cache/sanity/ansible_collections/kubevirt_ops/rebalance"
 
@@ -121,10 +122,50 @@ lint_tier() {
     fi
 }
 
+# ---- docs -------------------------------------------------------------------------------------
+# antsibull-docs' linter on the sanity tree (it needs a real ansible_collections/<namespace>/<name> path too): the
+# modules', filters' and roles' docs against the schema, their markup and references (to this collection and to
+# the collections it depends on), and the generated pages through rstcheck. It copies the collection and
+# kubernetes.core to a temporary tree, with `git ls-files` when a path is inside a work tree; .collections is
+# ignored by the checkout's git, so GIT_CEILING_DIRECTORIES keeps git from taking kubernetes.core for part of the
+# checkout (it would copy none of its files). Then the pages in docs/collection/ must be what scripts/docs.sh
+# (`make docs`) writes now.
+docs_tier() {
+    local start rc generated
+    banner "docs: antsibull-docs lint-collection-docs --plugin-docs; docs/collection/ is what \`make docs\` writes"
+    start=${SECONDS}
+    if ! sync_sanity_tree; then
+        record docs failed $((SECONDS - start)) "could not prepare the sanity tree"
+        return
+    fi
+    (cd "${SANITY_TREE}" && GIT_CEILING_DIRECTORIES="${ROOT}/.collections" antsibull-docs lint-collection-docs \
+        --plugin-docs --validate-collection-refs dependent --output-format simplified-rst .)
+    rc=$?
+    if ((rc != 0)); then
+        record docs failed $((SECONDS - start)) "antsibull-docs lint-collection-docs: exit code ${rc}"
+        return
+    fi
+    generated="$(mktemp -d)"
+    if ! scripts/docs.sh "${generated}/collection"; then
+        rm -rf "${generated}"
+        record docs failed $((SECONDS - start)) "scripts/docs.sh failed"
+        return
+    fi
+    diff -ru docs/collection "${generated}/collection"
+    rc=$?
+    rm -rf "${generated}"
+    if ((rc == 0)); then
+        record docs passed $((SECONDS - start)) "lint clean; docs/collection/ up to date"
+    else
+        record docs failed $((SECONDS - start)) "docs/collection/ differs from the generator's output: run \`make docs\`"
+    fi
+}
+
 # ---- molecule ---------------------------------------------------------------------------------
 molecule_tier() {
     local start rc scenarios
-    scenarios="$(find extensions/molecule -mindepth 2 -name molecule.yml 2>/dev/null | wc -l)"
+    # extensions/molecule/default is molecule's placeholder (no steps; see its molecule.yml), not a scenario to count
+    scenarios="$(find extensions/molecule -mindepth 2 -name molecule.yml ! -path 'extensions/molecule/default/*' 2>/dev/null | wc -l)"
     if ((scenarios == 0)); then
         record molecule "no tests" 0 "no scenarios under extensions/molecule"
         return
@@ -152,6 +193,7 @@ run_tier() {
         kubesim) pytest_tier kubesim tests/kubesim/tests ;;
         sanity) sanity_tier ;;
         lint) lint_tier ;;
+        docs) docs_tier ;;
         molecule) molecule_tier ;;
         *) printf 'run-tests: unknown tier %s (known: %s)\n' "$1" "${ALL_TIERS[*]}" >&2; exit 2 ;;
     esac
