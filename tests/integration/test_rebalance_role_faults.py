@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import start_kubesim, stop_kubesim
+from support.policy import PAGE_POLICY
+from support.simulator import running_kubesim
+
 from .ansible_run import run_role
-from .test_reference_rebalance import PAGE_POLICY
 
 ROLE = "descheduler_rebalance"
 
 
 @pytest.fixture
 def sim(tmp_path):
-    started = start_kubesim("rebalance-two-workers", tmp_path / "sim")
-    yield started
-    stop_kubesim(started)
+    with running_kubesim("rebalance-two-workers", tmp_path / "sim") as started:
+        yield started
 
 
 def role_vars(tmp_path: Path) -> dict:
@@ -50,7 +50,8 @@ def test_a_503_burst_and_a_429_with_retry_after_are_retried_and_the_policy_lands
 
 def test_a_conflict_on_the_configmap_update_fails_clearly_and_changes_nothing(sim, tmp_path):
     before = policy_objects(sim)
-    rules = [sim.add_fault(verb="update", resource="configmaps", name="descheduler", status=409, reason="Conflict",
+    # on the real update only: the role's check-mode plan sends the same update as a server-side dry run first
+    rules = [sim.add_fault(verb="update", resource="configmaps", name="descheduler", dryRun=False, status=409, reason="Conflict",
                            message='Operation cannot be fulfilled on configmaps "descheduler": the object has been modified', count=1)]
     run = run_role(sim, ROLE, role_vars(tmp_path), expect_failure=True)
     assert "409" in run.stdout and "Conflict" in run.stdout, run.stdout[-3000:]

@@ -8,21 +8,19 @@ import base64
 import copy
 import json
 import random
-import re
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from . import errors, patching
+from . import errors, patching, validation
 from .defaults import apply_defaults
 from .errors import ApiError
 from .resources import Registry, ResourceType
 from .selectors import field_matcher, label_matcher
 from .store import Entry, Event, Store, Watcher
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
@@ -40,7 +38,9 @@ def now_iso(offset_seconds: float = 0) -> str:
 
 @dataclass
 class RequestContext:
-    """What one request carries besides its body: dry run, warnings to return, who asks."""
+    """What one request carries besides its body: dry run, warnings to return, who asks. Admission hooks see
+    `dry_run` as a webhook sees `request.dryRun` and must act as webhooks with `sideEffects: NoneOnDryRun`:
+    decide and answer as for a real write, but change nothing."""
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)
     user: str = "system:kube-controller-manager"   # controllers; the HTTP layer sets the caller
@@ -102,8 +102,9 @@ class Cluster:
             raise errors.ApiError(404, "NotFound", f'no matches for kind "{kind}" in version "{api_version}"')
         return rt
 
-    def _generate_name(self, prefix: str) -> str:
-        return prefix + "".join(self.rng.choice(_NAME_CHARS) for _index in range(5))
+    def _generate_name(self, prefix: str, rng: random.Random | None = None) -> str:
+        rng = rng or self.rng
+        return prefix + "".join(rng.choice(_NAME_CHARS) for _index in range(5))
 
     def _check_namespace(self, rt: ResourceType, namespace: str | None, creating: bool) -> str:
         if not rt.namespaced:
@@ -159,23 +160,14 @@ class Cluster:
             else:
                 meta.pop("namespace", None)
                 namespace = ""
-            if not meta.get("name"):
-                if not meta.get("generateName"):
-                    raise errors.invalid(rt, rt.kind, "", [("metadata.name", "Required value: name or "
-                                                            "generateName is required")])
+            if not meta.get("name") and meta.get("generateName"):
+                # A dry run gets a name of its own and leaves the cluster's name sequence alone.
+                rng = random.Random() if ctx.dry_run else self.rng
                 for _attempt in range(20):
-                    meta["name"] = self._generate_name(meta["generateName"])
+                    meta["name"] = self._generate_name(meta["generateName"], rng)
                     if self.store.get(rt.key, namespace, meta["name"]) is None:
                         break
-            name = meta["name"]
-            if not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
-                raise errors.invalid(rt, rt.kind, name, [(
-                    "metadata.name", f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of '
-                    "lower case alphanumeric characters, '-' or '.', and must start and end with an "
-                    "alphanumeric character (e.g. 'example.com', regex used for validation is "
-                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")])
-            if self.store.get(rt.key, namespace, name) is not None:
-                raise errors.already_exists(rt, name)
+            name = meta.get("name") or ""
             for transient in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
                 meta.pop(transient, None)
             if not (keep_status and meta.get("uid")):   # scenarios may fix UIDs, clients may not
@@ -186,10 +178,13 @@ class Cluster:
             else:
                 meta.pop("generation", None)
             apply_defaults(rt.key, obj)
+            # As Store.Create: the strategy validates, then admission, then storage refuses a taken name.
+            validation.validate_create(rt, obj)
             self.admit(AdmissionRequest("CREATE", rt, "", namespace, name, obj, None, {}, ctx))
+            if self.store.get(rt.key, namespace, name) is not None:
+                raise errors.already_exists(rt, name)
             if ctx.dry_run:
-                meta["resourceVersion"] = str(self.store.rv)
-                return obj
+                return obj   # as it would be stored, without a resourceVersion (nothing was written)
             meta["resourceVersion"] = str(self.store.next_rv())
             self.store.put(rt.key, obj, "ADDED")
             return copy.deepcopy(obj)
@@ -285,12 +280,13 @@ class Cluster:
         if rt.generation and self._spec_part(new) != self._spec_part(old):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        validation.validate_update(rt, new, old)
         self.admit(AdmissionRequest("UPDATE", rt, subresource, meta.get("namespace", ""), meta["name"], new, old,
                                     {}, ctx))
         if new == old:
             return copy.deepcopy(old)   # a no-op write keeps the resourceVersion, as the real server does
         if ctx.dry_run:
-            return new
+            return new   # what would be stored, with the current resourceVersion (the dry-run GuaranteedUpdate)
         meta["resourceVersion"] = str(self.store.next_rv())
         if meta.get("deletionTimestamp") and not self._pending_finalizers(rt, new) and self._may_remove(rt, new):
             self.store.remove(rt.key, meta.get("namespace", ""), meta["name"], new)
@@ -323,7 +319,8 @@ class Cluster:
                 if patch_type == "apply":
                     if not ctx.field_manager:
                         raise errors.invalid(rt, "PatchOptions", "", [("fieldManager", "Required value: is "
-                                                                       "required for apply patch")])
+                                                                       "required for apply patch")],
+                                             group="meta.k8s.io")
                     body = copy.deepcopy(patch)
                     body.setdefault("metadata", {}).setdefault("name", name)
                     return self.create(rt, namespace, body, ctx)
@@ -338,7 +335,8 @@ class Cluster:
             elif patch_type == "apply":
                 if not ctx.field_manager:
                     raise errors.invalid(rt, "PatchOptions", "", [("fieldManager", "Required value: is "
-                                                                   "required for apply patch")])
+                                                                   "required for apply patch")],
+                                         group="meta.k8s.io")
                 self._check_type(rt, patch)
                 patched = (patching.strategic_merge_patch(old, patch) if rt.builtin
                            else patching.json_merge_patch(old, patch))
@@ -354,9 +352,16 @@ class Cluster:
 
     # -------------------------------------------------------------------------------------- delete
     def delete(self, rt: ResourceType, namespace: str | None, name: str, options: dict | None = None,
-               ctx: RequestContext | None = None) -> dict:
+               ctx: RequestContext | None = None, admit: bool = True) -> dict:
+        """Delete an object as Store.Delete does: preconditions, admission, then graceful deletion or
+        finalizers (a MODIFIED object with deletionTimestamp) or removal. The dry run (`ctx.dry_run`, or
+        `dryRun: [All]` in the options) goes through every step and answers the same object, but stores
+        nothing, keeps the resourceVersion and runs neither orphaning nor garbage collection. `admit=False`
+        is the eviction REST's own delete (no admission of its own)."""
         ctx = ctx or RequestContext()
         options = options or {}
+        if options.get("dryRun") and not ctx.dry_run:
+            ctx = replace(ctx, dry_run=True)
         with self.lock:
             old = self.entry(rt, namespace, name).obj
             meta = old["metadata"]
@@ -368,7 +373,9 @@ class Cluster:
                 raise errors.conflict(rt, name, "Precondition failed: ResourceVersion in precondition: "
                                       f"{preconditions['resourceVersion']}, ResourceVersion in object meta: "
                                       f"{meta['resourceVersion']}")
-            self.admit(AdmissionRequest("DELETE", rt, "", meta.get("namespace", ""), name, None, old, options, ctx))
+            if admit:
+                self.admit(AdmissionRequest("DELETE", rt, "", meta.get("namespace", ""), name, None, old, options,
+                                            ctx))
             grace = self._grace_period(rt, old, options)
             policy = options.get("propagationPolicy") or ("Orphan" if options.get("orphanDependents") else
                                                           "Background")
@@ -378,9 +385,7 @@ class Cluster:
             if policy == "Foreground" and self.store.dependents(meta["uid"]) and \
                     "foregroundDeletion" not in finalizers:
                 finalizers.append("foregroundDeletion")
-            if ctx.dry_run:
-                return obj
-            if policy == "Orphan":
+            if policy == "Orphan" and not ctx.dry_run:
                 self._orphan_dependents(meta["uid"])
             if finalizers:
                 new_meta["finalizers"] = finalizers
@@ -388,17 +393,23 @@ class Cluster:
                 current = meta.get("deletionGracePeriodSeconds", 0)
                 if rt.key != "pods" or grace >= current:
                     if finalizers != list(meta.get("finalizers") or []):
-                        return self._store_modified(rt, obj)
+                        return self._store_modified(rt, obj, ctx)
                     return obj
             new_meta["deletionTimestamp"] = now_iso(grace if rt.key == "pods" else 0)
             new_meta["deletionGracePeriodSeconds"] = grace
+            if rt.key == "namespaces":   # the namespace REST turns it Terminating in the same write
+                obj.setdefault("status", {})["phase"] = "Terminating"
             if self._pending_finalizers(rt, obj) or (rt.key == "pods" and grace > 0):
-                return self._store_modified(rt, obj)
+                return self._store_modified(rt, obj, ctx)
+            if ctx.dry_run:
+                return obj
             new_meta["resourceVersion"] = str(self.store.next_rv())
             self.store.remove(rt.key, new_meta.get("namespace", ""), name, obj)
             return obj
 
-    def _store_modified(self, rt: ResourceType, obj: dict) -> dict:
+    def _store_modified(self, rt: ResourceType, obj: dict, ctx: RequestContext | None = None) -> dict:
+        if ctx is not None and ctx.dry_run:
+            return obj   # the dry-run update answers what it would store, at the current resourceVersion
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
         self.store.put(rt.key, obj, "MODIFIED")
         return copy.deepcopy(obj)

@@ -54,15 +54,39 @@ def conflict(rt, name: str, why: str = "the object has been modified; please app
                     _details(rt, name))
 
 
-def invalid(rt, kind: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422 Invalid; causes are (field, message) pairs, as the API server reports them."""
-    details = _details(rt, name)
+_CAUSE_TYPES = {"Required value": "FieldValueRequired", "Invalid value": "FieldValueInvalid",
+                "Too long": "FieldValueTooLong", "Forbidden": "FieldValueForbidden",
+                "Unsupported value": "FieldValueNotSupported", "Duplicate value": "FieldValueDuplicate",
+                "Not found": "FieldValueNotFound", "Too many": "FieldValueTooMany"}
+
+
+def cause_type(message: str) -> str:
+    """The StatusCause type of a field error, from its body (`Required value: ...` -> FieldValueRequired)."""
+    for prefix, reason in _CAUSE_TYPES.items():
+        if message == prefix or message.startswith(prefix + ":"):
+            return reason
+    return "FieldValueInvalid"
+
+
+def invalid(rt, kind: str, name: str, causes: list[tuple[str, str]], group: str | None = None) -> ApiError:
+    """422 Invalid, as apimachinery's NewInvalid builds it: causes are (field, error body) pairs such as
+    ("metadata.name", 'Invalid value: "x": ...'); the message names the group-qualified kind (`ConfigMap`,
+    `Deployment.apps`, `PatchOptions.meta.k8s.io`) and aggregates the distinct causes."""
+    group = (rt.group if rt is not None else "") if group is None else group
+    details = _details(rt, name) if rt is not None else ({"name": name} if name else {})
     details["kind"] = kind
-    details["causes"] = [{"reason": "FieldValueInvalid", "message": msg, "field": field}
-                         for field, msg in causes]
-    shown = [f"{field}: {msg}" if field else msg for field, msg in causes]
+    details.pop("group", None)
+    if group:
+        details["group"] = group
+    details["causes"] = [{"reason": cause_type(msg), "message": msg, "field": field} for field, msg in causes]
+    shown: list[str] = []
+    for field, msg in causes:
+        line = f"{field}: {msg}"
+        if line not in shown:
+            shown.append(line)
+    qualified_kind = f"{kind}.{group}" if group else kind
     summary = shown[0] if len(shown) == 1 else "[" + ", ".join(shown) + "]"
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {summary}', details)
+    return ApiError(422, "Invalid", f'{qualified_kind} "{name}" is invalid: {summary}', details)
 
 
 def bad_request(message: str) -> ApiError:

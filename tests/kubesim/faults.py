@@ -1,7 +1,8 @@
 """Request counters and fault injection, driven through the admin endpoint (`/_kubesim/`).
 
 A fault rule matches requests by cluster, verb, resource (with subresource, e.g. `pods/eviction`),
-namespace and name (each optional; `*` or absent matches anything) and then does one or more of: add
+namespace and name (each optional; `*` or absent matches anything) and, with `dryRun` true or false, only server-side
+dry runs (`?dryRun=All`) or only real requests, and then does one or more of: add
 `latency` seconds, answer with an error `status` (500, 503, 429 with `retryAfter`, 409, ...), or `drop`
 the connection without an answer, or add a `warning` (a `Warning: 299` response header) to an otherwise
 normal answer. It fires for the next `count` matching requests, or with probability
@@ -34,6 +35,7 @@ class FaultRule:
     resource: str | None = None
     namespace: str | None = None
     name: str | None = None
+    dry_run: bool | None = None  # None: any request; True/False: only (not) server-side dry runs
     status: int | None = None
     reason: str | None = None
     message: str | None = None
@@ -52,10 +54,12 @@ class FaultRule:
             want = getattr(self, name)
             if want not in (None, "", "*") and request.get(name) != want:
                 return False
-        return True
+        return self.dry_run is None or bool(request.get("dry_run")) == self.dry_run
 
     def as_dict(self) -> dict:
         data = {"id": self.id, "fired": self.fired}
+        if self.dry_run is not None:
+            data["dryRun"] = self.dry_run
         shown = ("status", "reason", "message", "latency", "drop", "warning", "rate", "count", "seed")
         for name in _FIELDS + shown:
             value = getattr(self, name)
@@ -106,7 +110,7 @@ class Faults:
 
     # --------------------------------------------------------------------------------------- rules
     def add(self, spec: dict[str, Any]) -> FaultRule:
-        known = set(_FIELDS) | {"status", "reason", "message", "retryAfter", "latency", "drop", "warning", "rate",
+        known = set(_FIELDS) | {"dryRun", "status", "reason", "message", "retryAfter", "latency", "drop", "warning", "rate",
                                 "count", "seed"}
         unknown = set(spec) - known
         if unknown:
@@ -124,8 +128,10 @@ class Faults:
                 raise ValueError(f"{key} must be an integer >= {low}" + (f" and <= {high}" if high else ""))
         if not isinstance(spec.get("latency") or 0, (int, float)) or float(spec.get("latency") or 0) < 0:
             raise ValueError("latency must be a number of seconds >= 0")
+        if spec.get("dryRun") is not None and not isinstance(spec["dryRun"], bool):
+            raise ValueError("dryRun must be true (only server-side dry runs) or false (only real requests)")
         with self._lock:
-            rule = FaultRule(id=next(self._ids), **{k: spec.get(k) for k in _FIELDS},
+            rule = FaultRule(id=next(self._ids), **{k: spec.get(k) for k in _FIELDS}, dry_run=spec.get("dryRun"),
                              status=spec.get("status"), reason=spec.get("reason"), message=spec.get("message"),
                              retry_after=spec.get("retryAfter"), latency=float(spec.get("latency") or 0),
                              drop=bool(spec.get("drop")), warning=spec.get("warning"), rate=None if rate is None else float(rate),

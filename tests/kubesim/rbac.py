@@ -16,8 +16,9 @@ read: `system:discovery`, `system:public-info-viewer`, `system:basic-user`).
   authenticated user, as the bootstrap discovery roles allow them.
 
 Simplified: no aggregated ClusterRoles (`aggregationRule`), no `nonResourceURLs` rules for other paths, no
-impersonation, no escalation checks on writing RBAC objects, and a `resourceNames` rule never matches list,
-watch or create (upstream lets a list or watch with a `metadata.name` field selector through).
+impersonation, no escalation checks on writing RBAC objects, and a `resourceNames` rule never matches create
+or a list/watch of more than one object; a list or watch with a `metadata.name=<name>` field selector is asked
+about that name, as upstream's RequestInfo resolver does.
 """
 from __future__ import annotations
 

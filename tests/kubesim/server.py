@@ -28,6 +28,21 @@ from .store import BOOKMARK, DELETED, ERROR, encode
 JSON = "application/json"
 
 
+
+def _list_name(verb: str, query: dict) -> str:
+    """The name a list or watch asks for, as the apiserver's RequestInfo resolver reads it (requestinfo.go): a
+    fieldSelector that requires `metadata.name` to equal one valid path segment name, so that RBAC's resourceNames
+    can allow a list or watch of that one object."""
+    if verb not in ("list", "watch"):
+        return ""
+    for requirement in (query.get("fieldSelector") or "").split(","):
+        field, sep, value = requirement.strip().partition("==") if "==" in requirement else requirement.strip().partition("=")
+        if sep and not field.endswith("!") and field.strip() == "metadata.name":
+            value = value.strip()
+            if value not in (".", "..") and "/" not in value and "%" not in value:
+                return value
+    return ""
+
 class Route:
     """What a Kubernetes resource request addresses."""
 
@@ -128,7 +143,8 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         self._injected_warnings: list[str] = []
         url = urlsplit(self.path)
-        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        self._query_lists = parse_qs(url.query, keep_blank_values=True)
+        query = {k: v[-1] for k, v in self._query_lists.items()}
         path = unquote(url.path)
         body = self._read_body()
         try:
@@ -160,10 +176,11 @@ class Handler(BaseHTTPRequestHandler):
         resource = route.resource if route else (path.rstrip("/") or "/")   # `/version/` counts as `/version`
         faults = self.server.faults
         faults.count(cluster.name, verb, resource)
-        self._authorize(cluster, route, verb, path)
+        self._authorize(cluster, route, verb, path, query)
         action = faults.decide({"cluster": cluster.name, "verb": verb, "resource": resource,
                                 "namespace": route.namespace if route else None,
-                                "name": route.name if route else None})
+                                "name": route.name if route else None,
+                                "dry_run": query.get("dryRun") == "All"})
         if action is not None:
             self._injected_warnings = list(action.warnings)
             if action.latency:
@@ -185,7 +202,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._resource(cluster, method, route, verb, query, body)
 
-    def _authorize(self, cluster: Cluster, route: Route | None, verb: str, path: str) -> None:
+    def _authorize(self, cluster: Cluster, route: Route | None, verb: str, path: str, query: dict) -> None:
         """Authentication, then RBAC (both only where the scenario turns RBAC on; see rbac.py)."""
         authorizer = self.server.authorizer
         user = authorizer.authenticate(self.headers.get("Authorization") or "")
@@ -193,7 +210,7 @@ class Handler(BaseHTTPRequestHandler):
             attrs = Attributes(verb=verb, path=path)
         else:
             attrs = Attributes(verb=verb, group=route.rt.group, resource=route.rt.plural, subresource=route.sub,
-                               namespace=route.namespace or "", name=route.name or "")
+                               namespace=route.namespace or "", name=route.name or _list_name(verb, query))
         authorizer.authorize(cluster, user, attrs)
 
     def _route(self, cluster: Cluster, path: str) -> Route | None:
@@ -257,11 +274,16 @@ class Handler(BaseHTTPRequestHandler):
         self._send_json(200, doc)
 
     # --------------------------------------------------------------------------------- resources
-    def _context(self, query: dict) -> RequestContext:
-        dry_run = query.get("dryRun")
-        if dry_run not in (None, "", "All"):
-            raise errors.bad_request(f'Invalid value: "{dry_run}": supported values: "All"')
-        return RequestContext(dry_run=dry_run == "All", field_manager=query.get("fieldManager"),
+    def _context(self, query: dict, options_kind: str, dry_run: list[str] | None = None) -> RequestContext:
+        """The request's options: `dryRun` (every value must be `All`: apimachinery ValidateDryRun, answered as
+        `<Kind>Options.meta.k8s.io "" is invalid`), fieldManager, fieldValidation and the caller."""
+        if dry_run is None:
+            dry_run = list(getattr(self, "_query_lists", {}).get("dryRun") or [])
+        if not isinstance(dry_run, list) or any(value != "All" for value in dry_run):
+            shown = json.dumps(dry_run if isinstance(dry_run, list) else [dry_run], separators=(",", ":"))
+            raise errors.invalid(None, options_kind, "", [("dryRun", f'Unsupported value: {shown}: supported '
+                                                                      'values: "All"')], group="meta.k8s.io")
+        return RequestContext(dry_run=bool(dry_run), field_manager=query.get("fieldManager"),
                               field_validation=query.get("fieldValidation"), user=self._user())
 
     def _user(self) -> str:
@@ -305,7 +327,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, handler(cluster, ns, name, query).encode(), "text/plain")
             return
         if sub == "eviction" and handler and method == "POST":
-            ctx = self._context(query)
+            ctx = self._context(query, "CreateOptions")
             result = handler(cluster, ns, name, self._decode(body, content_type) or {}, ctx)
             self._send_json(201, result, ctx.warnings)
             return
@@ -320,15 +342,15 @@ class Handler(BaseHTTPRequestHandler):
         elif verb == "create":
             if sub or name:
                 raise errors.method_not_allowed()
-            ctx = self._context(query)
+            ctx = self._context(query, "CreateOptions")
             obj = cluster.create(rt, ns, self._decode(body, content_type) or {}, ctx)
             self._object(201, obj, rt, query, ctx.warnings)
         elif verb == "update":
-            ctx = self._context(query)
+            ctx = self._context(query, "UpdateOptions")
             obj = cluster.update(rt, ns, name, self._decode(body, content_type) or {}, ctx, sub)
             self._object(200, obj, rt, query, ctx.warnings)
         elif verb == "patch":
-            ctx = self._context(query)
+            ctx = self._context(query, "PatchOptions")
             patch_type = PATCH_TYPES.get(content_type.split(";")[0].strip().lower())
             if patch_type is None:
                 raise errors.unsupported_media_type(content_type, list(PATCH_TYPES))
@@ -337,13 +359,13 @@ class Handler(BaseHTTPRequestHandler):
             obj = cluster.patch(rt, ns, name, patch_type, patch, ctx, sub, force=query.get("force") == "true")
             self._object(200 if existed or patch_type != "apply" else 201, obj, rt, query, ctx.warnings)
         elif verb == "delete":
-            ctx = self._context(query)
             options = self._delete_options(body, content_type, query)
+            ctx = self._context(query, "DeleteOptions", options.get("dryRun") or [])
             obj = cluster.delete(rt, ns, name, options, ctx)
             self._object(200, obj, rt, query, ctx.warnings)
         elif verb == "deletecollection":
-            ctx = self._context(query)
             options = self._delete_options(body, content_type, query)
+            ctx = self._context(query, "DeleteOptions", options.get("dryRun") or [])
             items = cluster.delete_collection(rt, ns, query.get("labelSelector"), query.get("fieldSelector"),
                                               options, ctx)
             self._send_json(200, {"kind": rt.list_kind, "apiVersion": rt.api_version,
@@ -353,11 +375,27 @@ class Handler(BaseHTTPRequestHandler):
             raise errors.method_not_allowed()
 
     def _delete_options(self, body: bytes, content_type: str, query: dict) -> dict:
-        options = self._decode(body, content_type) or {}
+        """DeleteOptions as the delete handlers read them: from the body when there is one (the query is then
+        ignored, dryRun included), else from the query parameters."""
+        options = self._decode(body, content_type) if body.strip() else None
+        if options is not None:
+            if not isinstance(options, dict):
+                raise errors.bad_request("the body of the request is not a DeleteOptions object")
+            return options
+        options = {}
+        lists = getattr(self, "_query_lists", {})
+        if "dryRun" in lists:
+            options["dryRun"] = list(lists["dryRun"])
         if "gracePeriodSeconds" in query:
-            options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            try:
+                options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            except ValueError:
+                raise errors.bad_request(f'strconv.ParseInt: parsing "{query["gracePeriodSeconds"]}": invalid '
+                                         "syntax") from None
         if "propagationPolicy" in query:
             options["propagationPolicy"] = query["propagationPolicy"]
+        if "orphanDependents" in query:
+            options["orphanDependents"] = query["orphanDependents"] in ("true", "1")
         return options
 
     def _object(self, code: int, obj: dict, rt: ResourceType, query: dict, warnings: list[str]) -> None:

@@ -14,7 +14,12 @@ differs from what the chart reconciler would render (rendering + existing Resour
 creates ResourcePatch `rp-<5 random>` in the release namespace with `spec.jsonPatch` = the RFC 6902
 difference from that rendering to the new content (top-level fields other than metadata and status),
 label `target: <md5 of apiVersion/kind/namespace/name>` and annotation `cpaas.io/creator: <user>`, and
-adds the warning to the answer. Dry runs create nothing and warn nothing.
+adds the warning to the answer.
+
+Dry run: the hook behaves as a webhook registered with `sideEffects: NoneOnDryRun`, which the API server
+calls on dry-run requests with `dryRun: true`: it still computes its decision, but records no ResourcePatch
+and adds no warning, since the warning reports by name a ResourcePatch that a dry run never creates (a
+webhook's warnings describe what it did). The dry-run answer is the edited object, as a real write stores it.
 
 Simplified: the real webhook's exact patch layout, label hash and exempt identities are not public; edits
 of labels or annotations only are not recorded (the reconciler does not manage metadata); an edit by a
@@ -61,7 +66,7 @@ def resource_patch_hook(cluster):
             return
         operations = chart.json_diff(base, chart.content(request.obj))
         if not operations or request.context.dry_run:
-            return
+            return   # NoneOnDryRun: no ResourcePatch, and so no warning naming one (see the module docstring)
         rt = request.resource
         release_namespace = release.split("/", 1)[0] or request.namespace
         rp_rt = cluster.registry.by_key(chart.RP_KEY)

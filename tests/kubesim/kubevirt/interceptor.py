@@ -14,10 +14,13 @@ Decision for an Eviction of a Pod:
   - `None`: allow (the Pod is deleted; a VM whose run strategy keeps it running starts again elsewhere).
 - Marking: already marked (`status.evacuationNodeName` set) -> 429 `Evacuation in progress: Eviction
   triggered evacuation of VMI "<ns>/<name>"`; the Pod not on the VMI's node (a migration target) -> 429
-  `Eviction request for target Pod`; otherwise `status.evacuationNodeName` is set to the Pod's node (not
-  on a dry run), the VMI gets annotation `kubevirt.io/eviction-source: descheduler` when the Eviction's
-  `metadata.annotations` has `requested-by: sigs.k8s.io/descheduler`, and the answer is 429 `Eviction
-  triggered evacuation of VMI "<ns>/<name>"`.
+  `Eviction request for target Pod`; otherwise `status.evacuationNodeName` is set to the Pod's node, the
+  VMI gets annotation `kubevirt.io/eviction-source: descheduler` when the Eviction's `metadata.annotations`
+  has `requested-by: sigs.k8s.io/descheduler`, and the answer is 429 `Eviction triggered evacuation of VMI
+  "<ns>/<name>"`.
+- Dry run (the request's `dryRun=All`, or `deleteOptions.dryRun: [All]` in the Eviction, as upstream's
+  `isDryRun` reads both): the same decision and the same 429 answers, but the VMI is not touched (upstream
+  sends its patch with dryRun), so no evacuation, no migration and no eviction-source annotation follow.
 Every denial is a 429 (reason TooManyRequests) whose message is prefixed, as the API server does for a
 webhook denial, with `admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the
 request: `. The evacuation controller (`evacuation.py`) then creates the migration.
@@ -40,6 +43,15 @@ DESCHEDULER = "sigs.k8s.io/descheduler"
 
 def denied(message: str) -> ApiError:
     return ApiError(429, "TooManyRequests", PREFIX + message)
+
+
+def is_dry_run(request: AdmissionRequest) -> bool:
+    """The admitter's isDryRun: the request's dryRun, else `deleteOptions.dryRun[0] == "All"` in the Eviction
+    (`kubectl drain --dry-run=server` sends only the latter)."""
+    if request.context.dry_run:
+        return True
+    dry = ((request.obj or {}).get("deleteOptions") or {}).get("dryRun") or []
+    return bool(dry) and dry[0] == "All"
 
 
 def make_hook(cluster):
@@ -76,7 +88,7 @@ def make_hook(cluster):
         if status(vmi).get("nodeName") != node:
             raise denied("Eviction request for target Pod")
         eviction_annotations = ((request.obj or {}).get("metadata") or {}).get("annotations") or {}
-        if not request.context.dry_run:
+        if not is_dry_run(request):
             def mark_vmi(obj: dict) -> None:
                 obj.setdefault("status", {})["evacuationNodeName"] = node
                 if eviction_annotations.get("requested-by") == DESCHEDULER:

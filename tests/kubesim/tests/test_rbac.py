@@ -73,7 +73,8 @@ def granted(sim):
     admin(sim, "POST", f"{RBAC}/namespaces/default/roles", role("Role", "pod-ops", [
         {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "patch"], "resourceNames": ["allowed"]}], "default"))
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "patch"], "resourceNames": ["allowed"]}],
+        "default"))
     admin(sim, "POST", f"{RBAC}/namespaces/default/rolebindings", binding("RoleBinding", "alice-pods", "Role", "pod-ops",
                                                                           [{"kind": "User", "name": "alice"}], "default"))
     status_reader = [{"apiGroups": ["*"], "resources": ["*/status"], "verbs": ["get"]}]
@@ -162,6 +163,19 @@ def test_resource_names_limit_a_rule_to_named_objects(granted):
     assert status == 403 and doc["message"].startswith('configmaps "other" is forbidden: User "alice" cannot patch')
     assert admin(granted, "GET", "/api/v1/namespaces/default/configmaps/other")["data"] == {"k": "v"}
     assert call(granted, "GET", "/api/v1/namespaces/default/configmaps", token="alice-token")[0] == 403
+
+
+def test_resource_names_allow_a_list_or_watch_of_the_one_named_object(granted):
+    # requestinfo.go: a list or watch whose fieldSelector requires metadata.name=<name> is asked about that name
+    status, doc = call(granted, "GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dallowed", token="alice-token")
+    assert status == 200 and [item["metadata"]["name"] for item in doc["items"]] == ["allowed"]
+    status, doc = call(granted, "GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3D%3Dallowed&watch=true"
+                                       "&timeoutSeconds=1", token="alice-token")
+    assert status == 200 and doc["type"] == "ADDED" and doc["object"]["metadata"]["name"] == "allowed"
+    status, doc = call(granted, "GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dother", token="alice-token")
+    assert status == 403 and doc["message"].startswith('configmaps "other" is forbidden: User "alice" cannot list')
+    status, doc = call(granted, "GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%21%3Dother", token="alice-token")
+    assert status == 403 and doc["message"].startswith('configmaps is forbidden: User "alice" cannot list')
 
 
 def test_group_subjects_and_wildcards(granted):
