@@ -5,22 +5,26 @@
 live cluster, back up the ConfigMap, update it with its resourceVersion, report the ACP ResourcePatch, and
 restore (a backup file, or the chart's policy by deleting the ResourcePatches).
 
-Order, always: options -> offline validation -> reads -> validation with the cluster -> (check mode stops here)
--> backup, verified by reading it back -> the one write. Nothing in the cluster is touched before the policy
-passed validation and the backup is on disk."""
+Order, always: options -> offline validation -> reads -> validation with the cluster -> (check mode: the same
+write as a server-side dry run, so the API server validates it and admission runs; nothing is stored and no
+backup is written) -> backup, verified by reading it back -> the one write. Nothing in the cluster is touched
+before the policy passed validation and the backup is on disk."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime
-import json
 import os
 import re
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Connection, classify
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption, RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import meta, migration_limits, pick_kubevirt
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.plan import plan_policy
@@ -37,7 +41,8 @@ except ImportError:  # reported by the module
 RENDER_OPTIONS = ("nodes", "node_selector", "vm_labels", "vm_selector", "thresholds", "target_thresholds", "max_pods_to_evict_per_node",
                   "max_pods_to_evict_per_namespace", "max_pods_to_evict_total", "eviction_limit_node", "exclude_namespaces")
 RESOURCE_PATCH_RE = re.compile(r"ResourcePatch (\S+?) is created")
-POLL_INTERVAL = 0.5
+# the API server's answers to a write it refuses as invalid (validation, e.g. the 1 MiB limit of ConfigMap data)
+INVALID_STATUS = (400, 422)
 
 
 class Conflict(RebalanceError):
@@ -45,68 +50,132 @@ class Conflict(RebalanceError):
 
 
 # ------------------------------------------------------------------------------------------ options
-def wanted_policy(params: dict, existing: Optional[dict]) -> dict:
+ARG_SPEC = {
+    "state": {"type": "str", "default": "present", "choices": ["present", "restored", "absent"]},
+    "policy": {"type": "raw"},
+    "profile_name": {"type": "str", "default": "vm-rebalance"},
+    "vm_profiles": {"type": "list", "elements": "str"},
+    "merge": {"type": "bool", "default": False},
+    "nodes": {"type": "list", "elements": "str"},
+    "node_selector": {"type": "str"},
+    "vm_labels": {"type": "dict"},
+    "vm_selector": {"type": "dict"},
+    "thresholds": {"type": "dict"},
+    "target_thresholds": {"type": "dict"},
+    "max_pods_to_evict_per_node": {"type": "int"},
+    "max_pods_to_evict_per_namespace": {"type": "int"},
+    "max_pods_to_evict_total": {"type": "int"},
+    "eviction_limit_node": {"type": "int"},
+    "exclude_namespaces": {"type": "list", "elements": "str"},
+    "node_fit": {"type": "bool", "default": True},
+    "min_threshold_gap": {"type": "int", "default": 5},
+    "plan": {"type": "bool", "default": True},
+    "descheduler_namespace": {"type": "str", "default": "descheduler"},
+    "descheduler_name": {"type": "str", "default": "descheduler"},
+    "configmap_name": {"type": "str"},
+    "policy_key": {"type": "str", "default": "policy.yaml", "no_log": False},
+    "backup_dir": {"type": "path", "default": "~/.ansible/descheduler-backups"},
+    "backup_file": {"type": "path"},
+    "cluster_name": {"type": "str"},
+    "wait_timeout": {"type": "int", "default": 120},
+}
+MUTUALLY_EXCLUSIVE = [("nodes", "node_selector"), ("vm_labels", "vm_selector")]
+REQUIRED_IF = [("state", "restored", ("backup_file",))]
+
+
+@dataclasses.dataclass(frozen=True)
+class DeschedulerPolicyOptions(ModuleOptions):  # pylint: disable=too-many-instance-attributes  # one field per option
+    """The module's options as parsed by ARG_SPEC (its defaults applied), plus the inherited `connection`."""
+
+    state: str
+    policy: Any
+    profile_name: str
+    vm_profiles: Optional[List[str]]
+    merge: bool
+    nodes: Optional[List[str]]
+    node_selector: Optional[str]
+    vm_labels: Optional[Dict[str, str]]
+    vm_selector: Optional[Dict[str, Any]]
+    thresholds: Optional[Dict[str, Any]]
+    target_thresholds: Optional[Dict[str, Any]]
+    max_pods_to_evict_per_node: Optional[int]
+    max_pods_to_evict_per_namespace: Optional[int]
+    max_pods_to_evict_total: Optional[int]
+    eviction_limit_node: Optional[int]
+    exclude_namespaces: Optional[List[str]]
+    node_fit: bool
+    min_threshold_gap: int
+    plan: bool
+    descheduler_namespace: str
+    descheduler_name: str
+    configmap_name: Optional[str]
+    policy_key: str
+    backup_dir: str
+    backup_file: Optional[str]
+    cluster_name: Optional[str]
+    wait_timeout: int
+
+
+def check_module_options(options: DeschedulerPolicyOptions) -> None:
+    """What the spec cannot say: a wait of 0 seconds or less would give up right after deleting the ResourcePatches."""
+    if options.wait_timeout <= 0:
+        raise InvalidOption("must be more than 0 seconds, got {0}".format(options.wait_timeout),
+                            "Give the seconds state=absent may wait for the chart's policy to come back, e.g. 120.", path="wait_timeout")
+
+
+def wanted_policy(options: DeschedulerPolicyOptions, existing: Optional[dict]) -> dict:
     """The policy to apply: `policy` as given, or rendered from the options (merged into `existing` with `merge`)."""
-    if params.get("policy") is not None:
-        given = [name for name in RENDER_OPTIONS if params.get(name) not in (None, [], {})]
+    if options.policy is not None:
+        given = [name for name in RENDER_OPTIONS if getattr(options, name) not in (None, [], {})]
         if given:
             raise InvalidOption("policy and {0} are mutually exclusive".format(", ".join(given)),
                                 "Give a whole policy, or the options to render one, not both.", path="policy")
-        return load_policy(params["policy"])
-    missing = [name for name in ("thresholds", "target_thresholds") if not params.get(name)]
+        return load_policy(options.policy)
+    missing = [name for name in ("thresholds", "target_thresholds") if not getattr(options, name)]
     if missing:
         raise InvalidOption("{0} not set".format(" and ".join(missing)),
                             "Give thresholds and target_thresholds (percent per resource), or a whole policy.", path=missing[0])
-    check_options(params)
-    return render_policy(params, existing)
+    check_options(nodes=options.nodes, vm_labels=options.vm_labels, exclude_namespaces=options.exclude_namespaces)
+    return render_policy(profile_name=options.profile_name, node_fit=options.node_fit, nodes=options.nodes, node_selector=options.node_selector,
+                         vm_labels=options.vm_labels, vm_selector=options.vm_selector, thresholds=options.thresholds,
+                         target_thresholds=options.target_thresholds, max_pods_to_evict_per_node=options.max_pods_to_evict_per_node,
+                         max_pods_to_evict_per_namespace=options.max_pods_to_evict_per_namespace,
+                         max_pods_to_evict_total=options.max_pods_to_evict_total, eviction_limit_node=options.eviction_limit_node,
+                         exclude_namespaces=options.exclude_namespaces, merge_into=existing if options.merge else None)
 
 
-def vm_profiles(params: dict) -> List[str]:
-    if params.get("vm_profiles") is not None:
-        return list(params["vm_profiles"])
-    return [params.get("profile_name") or "vm-rebalance"]
+def vm_profiles(options: DeschedulerPolicyOptions) -> List[str]:
+    """The profiles the VM rules apply to: `vm_profiles` as given (an empty list included), else `profile_name`."""
+    if options.vm_profiles is not None:
+        return list(options.vm_profiles)
+    return [options.profile_name]
 
 
 # ------------------------------------------------------------------------------------------ cluster
 class Cluster:
-    """The reads and writes of this module, through the collection's Connection."""
+    """The reads and writes of this module, through the collection's Client."""
 
-    def __init__(self, connection: Connection, namespace: str, name: str) -> None:
-        self.connection = connection
+    def __init__(self, client: Client, namespace: str, name: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
         self.namespace = namespace
         self.name = name
-        self.configmap_resource = connection.require_kind("ConfigMap", "")
+        self._clock = clock
+        self.configmap_resource = client.require_kind("ConfigMap", "")
 
     def locate_policy(self) -> Tuple[str, str]:
         """(ConfigMap name, data key) the descheduler reads, from its CronJob or Deployment."""
-        cronjobs = self.connection.list_kind("CronJob", "batch", namespace=self.namespace) or []
-        deployments = self.connection.list_kind("Deployment", "apps", namespace=self.namespace) or []
-        kind, workload = desched.find_workload(cronjobs, deployments, self.name)
-        if workload is None:
-            return self.name, desched.POLICY_KEY
-        spec = desched.pod_spec(kind, workload)
-        container = desched.main_container(spec)
-        args = [str(a) for a in (container.get("command") or [])[1:] + (container.get("args") or [])]
-        cm_name, key = desched.policy_source(spec, container, desched.parse_args(args)["policy_config_file"])
-        return cm_name or self.name, key or desched.POLICY_KEY
-
-    def _path(self, name: str) -> str:
-        return self.configmap_resource.path(name=name, namespace=self.namespace)
+        return DeschedulerInstallation(self.client, self.namespace, self.name).policy_source()
 
     def get_configmap(self, name: str) -> Optional[dict]:
-        try:
-            return self.connection.request_json(self._path(name), "get configmap {0}/{1}".format(self.namespace, name))
-        except ApiFailure as failure:
-            if failure.status == 404:
-                return None
-            raise
+        return self.client.get(self.configmap_resource, name, self.namespace)
 
-    def replace_configmap(self, configmap: dict) -> Tuple[dict, List[str]]:
-        """PUT with the object's resourceVersion; the stored object and the API warnings. 409 -> Conflict."""
+    def replace_configmap(self, configmap: dict, dry_run: bool = False) -> Tuple[dict, List[str]]:
+        """PUT with the object's resourceVersion; the server's answer and its API warnings. With `dry_run` the API
+        server validates and admits the update without storing it. 409 -> Conflict."""
         name = meta(configmap)["name"]
         request = "update configmap {0}/{1}".format(self.namespace, name)
         try:
-            response = self.connection.call(request, self._put, self._path(name), configmap)
+            stored = self.client.replace(self.configmap_resource, configmap, self.namespace, dry_run=dry_run, request=request)
         except ApiFailure as failure:
             if failure.status == 409:
                 raise Conflict("409 Conflict: {0}".format(failure.api_message),
@@ -114,95 +183,57 @@ class Cluster:
                                "write; nothing was overwritten. Run the task again: it reads, validates and backs up the new "
                                "content first.".format(meta(configmap).get("resourceVersion")),
                                path=request, status=409) from failure
+            if dry_run and failure.status in INVALID_STATUS:
+                raise ApiFailure(request + " (server-side dry run)", failure.status, failure.reason, failure.api_message,
+                                 fix="The API server refused the update in check mode's dry run, so nothing was changed; a run without "
+                                     "check mode would fail the same way. Change what the message names (ConfigMap data, for example, "
+                                     "is limited to 1 MiB).", attempts=failure.attempts) from failure
             raise
-        return response
+        return stored, list(self.client.last_warnings)
 
-    def _put(self, path: str, body: dict) -> Tuple[dict, List[str]]:
-        client = self.connection.client.client
-        response = client.request("put", path, body=body, content_type="application/json", serialize=False,
-                                  _request_timeout=max(0.001, self.connection.remaining()))
-        data = getattr(response, "data", response)
-        stored = json.loads(data) if isinstance(data, (bytes, str)) else data
-        return stored, warnings_of(response)
+    def wait_for_change(self, name: str, done: Callable[[dict], bool], timeout: float) -> Optional[dict]:
+        """Watch the ConfigMap until `done(object)`; the object, or None at the timeout.
 
-    def wait_for_change(self, name: str, resource_version: Optional[str], done: Callable[[dict], bool], timeout: float) -> Optional[dict]:
-        """Watch the ConfigMap from `resource_version` until `done(object)`; the object, or None at the timeout.
+        One list (the object as it is now) and a watch from its resourceVersion, through the collection's WatchSet: a
+        watch that ends early or breaks is reopened from the last resourceVersion, a 410 Gone lists again."""
+        stream = Stream("configmap", self.configmap_resource, self.namespace, field_selector="metadata.name={0}".format(name))
+        watchset = WatchSet(self.client, [stream], self._clock() + timeout, clock=self._clock)
+        found: List[dict] = []
 
-        A watch that ends early (server timeout, dropped connection, 410 Gone) is followed by a fresh read and
-        a new watch from that read's resourceVersion."""
-        deadline = time.monotonic() + timeout
-        while True:
-            current = self.get_configmap(name)
-            if current is not None and done(current):
-                return current
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            version = meta(current).get("resourceVersion") or resource_version
-            try:
-                for event in self.connection.client.client.watch(self.configmap_resource, namespace=self.namespace, name=name,
-                                                                 resource_version=version, timeout=max(1, int(remaining))):
-                    obj = event.get("raw_object") or {}
-                    if event.get("type") in ("ADDED", "MODIFIED") and done(obj):
-                        return obj
-                    if time.monotonic() >= deadline:
-                        break
-            except Exception as error:  # pylint: disable=broad-exception-caught  # a broken watch is re-read and re-opened
-                if classify(error) is None:
-                    raise
-                time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+        def finished(current: WatchSet) -> bool:
+            found[:] = [obj for obj in current.objects("configmap") if done(obj)]
+            return bool(found)
+        watchset.start()
+        try:
+            return found[0] if watchset.wait(finished) else None
+        finally:
+            watchset.stop()
 
     def kubevirt_limits(self) -> Optional[dict]:
-        items = self.connection.list_kind("KubeVirt", "kubevirt.io")
+        items = self.client.list_kind("KubeVirt", "kubevirt.io")
         if items is None:
             return None
         return migration_limits(pick_kubevirt(items))
 
     def nodes(self) -> List[dict]:
-        return self.connection.list_kind("Node", "") or []
+        return self.client.list_kind("Node", "") or []
 
     def pods(self) -> List[dict]:
-        return self.connection.list_kind("Pod", "") or []
+        return self.client.list_kind("Pod", "") or []
 
     def resource_patches(self) -> Optional[List[dict]]:
-        return self.connection.list_kind("ResourcePatch", None, namespace=self.namespace)
+        return self.client.list_kind("ResourcePatch", None, namespace=self.namespace)
 
-    def delete_resource_patch(self, name: str) -> None:
-        resource = self.connection.require_kind("ResourcePatch", None)
-        path = resource.path(name=name, namespace=self.namespace)
+    def delete_resource_patch(self, name: str, dry_run: bool = False) -> List[str]:
+        """Delete one ResourcePatch (already gone is fine); the API warnings. With `dry_run` nothing is deleted."""
+        resource = self.client.require_kind("ResourcePatch", None)
+        answer = self.client.delete(resource, name, self.namespace, dry_run=dry_run,
+                                    request="delete resourcepatch {0}/{1}".format(self.namespace, name))
+        return list(self.client.last_warnings) if answer is not None else []
 
-        def delete() -> Any:
-            return self.connection.client.client.request("delete", path, serialize=False, _request_timeout=max(0.001, self.connection.remaining()))
-        try:
-            self.connection.call("delete resourcepatch {0}/{1}".format(self.namespace, name), delete)
-        except ApiFailure as failure:
-            if failure.status != 404:
-                raise
-
-    def cluster_name(self, params: dict) -> str:
-        if params.get("cluster_name"):
-            return params["cluster_name"]
-        if params.get("context"):
-            return params["context"]
-        host = getattr(getattr(getattr(self.connection.client.client, "client", None), "configuration", None), "host", None)
-        return host or "cluster"
-
-
-def warnings_of(response: Any) -> List[str]:
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return []
-    if hasattr(headers, "getlist"):
-        values = headers.getlist("Warning")
-    elif hasattr(headers, "get_all"):
-        values = headers.get_all("Warning") or []
-    else:
-        values = [v for k, v in dict(headers).items() if k.lower() == "warning"]
-    result = []
-    for value in values:
-        match = re.match(r'^\s*\d{3}\s+\S+\s+"(.*)"\s*$', value)
-        result.append(match.group(1) if match else value)
-    return result
+    def cluster_name(self, given: Optional[str], context: Optional[str]) -> str:
+        """The cluster's name in backup file names: `given` (cluster_name), else the kubeconfig context, else the API server URL."""
+        return given or context or self.client.server_host() or "cluster"
 
 
 def resource_patch_from(warnings: List[str]) -> Optional[str]:
@@ -333,29 +364,41 @@ def _write(cluster: Cluster, configmap: dict, data: dict, patches_before: List[s
     return stored, {"warnings": warnings, "resource_patch": patch}
 
 
-def _backup_and_write(params: dict, cluster: Cluster, configmap: dict, data: dict, result: dict) -> dict:
+def _cluster_name(options: DeschedulerPolicyOptions, cluster: Cluster) -> str:
+    return cluster.cluster_name(options.cluster_name, options.connection.auth.get("context"))
+
+
+def _backup_and_write(options: DeschedulerPolicyOptions, cluster: Cluster, configmap: dict, data: dict, result: dict) -> dict:
     """Back up `configmap` (verified), then replace its data with `data`; the result with the ResourcePatch."""
     listed = cluster.resource_patches()
     patches_before = [p["name"] for p in desched.patches_touching(listed or [], [("ConfigMap", cluster.namespace, meta(configmap)["name"])])]
     # with ResourcePatches served and none on this ConfigMap, what it holds now is the chart's rendering
-    result["backup_path"] = backup_configmap(configmap, params.get("backup_dir") or "~/.ansible/descheduler-backups",
-                                             cluster.cluster_name(params), chart_rendering=listed is not None and not patches_before)
+    result["backup_path"] = backup_configmap(configmap, options.backup_dir, _cluster_name(options, cluster),
+                                             chart_rendering=listed is not None and not patches_before)
     stored, written = _write(cluster, configmap, data, patches_before)
     result.update(resource_patch=written["resource_patch"], warnings_from_api=written["warnings"],
                   resource_version=meta(stored).get("resourceVersion"))
     return result
 
 
-def run(params: dict, check_mode: bool, connection: Optional[Connection] = None,
+def _dry_run_write(cluster: Cluster, configmap: dict, data: dict, result: dict) -> dict:
+    """Check mode: the same update as a server-side dry run, so that the API server validates it and admission runs;
+    nothing is stored and no backup is written. The result has what the server answered (its warnings), no backup,
+    ResourcePatch or resourceVersion: none of them exists after a dry run."""
+    _answer, warnings = cluster.replace_configmap(_updated(configmap, data), dry_run=True)
+    result.update(dry_run=True, warnings_from_api=warnings)
+    return result
+
+
+def run(options: DeschedulerPolicyOptions, check_mode: bool, client: Optional[Client] = None,
         planner: Optional[Callable[..., dict]] = plan_policy) -> dict:
     """The module's work for `state` present, restored or absent; the module result."""
-    state = params.get("state") or "present"
-    connection = connection or Connection.from_params(params)
-    cluster = Cluster(connection, params.get("descheduler_namespace") or "descheduler", params.get("descheduler_name") or "descheduler")
-    if state == "present" and not params.get("merge"):
-        wanted_policy(params, None)  # option errors before any read
-    cm_name, key = (params["configmap_name"], params.get("policy_key") or desched.POLICY_KEY) if params.get("configmap_name") \
-        else cluster.locate_policy()
+    check_module_options(options)
+    if options.state == "present" and not options.merge:
+        wanted_policy(options, None)  # option errors before any read
+    client = client or Client.from_options(options.connection)
+    cluster = Cluster(client, options.descheduler_namespace, options.descheduler_name)
+    cm_name, key = (options.configmap_name, options.policy_key) if options.configmap_name else cluster.locate_policy()
     configmap = cluster.get_configmap(cm_name)
     if configmap is None:
         raise RebalanceError("ConfigMap {0}/{1} not found".format(cluster.namespace, cm_name),
@@ -364,43 +407,42 @@ def run(params: dict, check_mode: bool, connection: Optional[Connection] = None,
     result: Dict[str, Any] = {"changed": False, "configmap": {"namespace": cluster.namespace, "name": cm_name, "key": key},
                               "backup_path": None, "resource_patch": None, "warnings_from_api": [], "findings": []}
     before_text = _text(configmap, key)
-    if state == "present":
-        return _present(params, check_mode, cluster, configmap, key, result, planner)
-    if state == "restored":
-        return _restored(params, check_mode, cluster, configmap, key, result)
-    return _absent(params, check_mode, cluster, configmap, key, before_text, result)
+    if options.state == "present":
+        return _present(options, check_mode, cluster, configmap, key, result, planner)
+    if options.state == "restored":
+        return _restored(options, check_mode, cluster, configmap, key, result)
+    return _absent(options, check_mode, cluster, configmap, key, before_text, result)
 
 
 def _diff(before: Optional[str], after: Optional[str], name: str) -> dict:
     return {"before": before or "", "after": after or "", "before_header": "{0} (before)".format(name), "after_header": "{0} (after)".format(name)}
 
 
-def _present(params: dict, check_mode: bool, cluster: Cluster, configmap: dict, key: str, result: dict,
+def _present(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Cluster, configmap: dict, key: str, result: dict,
              planner: Optional[Callable[..., dict]]) -> dict:
     current_text = _text(configmap, key)
     current = _parsed(current_text)
-    policy = wanted_policy(params, current)
+    policy = wanted_policy(options, current)
     limits = cluster.kubevirt_limits()
     nodes = cluster.nodes()
-    findings = check_policy(policy, vm_profiles=vm_profiles(params), min_gap=params.get("min_threshold_gap") or 0,
-                            migration_limits=limits, nodes=nodes)
+    findings = check_policy(policy, vm_profiles=vm_profiles(options), min_gap=options.min_threshold_gap, migration_limits=limits, nodes=nodes)
     text = dump_policy(policy)
     result.update(policy=policy, policy_yaml=text, findings=findings, kubevirt_migration_limits=limits)
-    if planner is not None and params.get("plan", True):
-        result["plan"] = planner(policy, nodes, cluster.pods(), vm_profiles(params))
+    if planner is not None and options.plan:
+        result["plan"] = planner(policy, nodes, cluster.pods(), vm_profiles(options))
     if same_policy(current, policy):
         return result
     result["changed"] = True
     result["diff"] = _diff(current_text, text, "{0}/{1} {2}".format(cluster.namespace, meta(configmap)["name"], key))
-    if check_mode:
-        return result
     data = dict(configmap.get("data") or {})
     data[key] = text
-    return _backup_and_write(params, cluster, configmap, data, result)
+    if check_mode:
+        return _dry_run_write(cluster, configmap, data, result)
+    return _backup_and_write(options, cluster, configmap, data, result)
 
 
-def _restored(params: dict, check_mode: bool, cluster: Cluster, configmap: dict, key: str, result: dict) -> dict:
-    backup = read_backup(params["backup_file"])
+def _restored(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Cluster, configmap: dict, key: str, result: dict) -> dict:
+    backup = read_backup(options.backup_file)
     if (meta(backup).get("namespace"), meta(backup).get("name")) != (cluster.namespace, meta(configmap)["name"]):
         where = "{0}/{1}".format(meta(backup).get("namespace"), meta(backup).get("name"))
         raise InvalidOption("the backup is of ConfigMap {0}, not {1}/{2}".format(where, cluster.namespace, meta(configmap)["name"]),
@@ -413,37 +455,41 @@ def _restored(params: dict, check_mode: bool, cluster: Cluster, configmap: dict,
                             "Give the backup taken on this cluster (its file name starts with the cluster name); to restore it here "
                             "anyway, remove metadata.uid from the file.", path="backup_file")
     wanted = backup.get("data") or {}
-    result["restored_from"] = params["backup_file"]
+    result["restored_from"] = options.backup_file
     if (configmap.get("data") or {}) == wanted:
         return result
     result["changed"] = True
     result["diff"] = _diff(_text(configmap, key), wanted.get(key), "{0}/{1} {2}".format(cluster.namespace, meta(configmap)["name"], key))
     if check_mode:
-        return result
-    return _backup_and_write(params, cluster, configmap, dict(wanted), result)
+        return _dry_run_write(cluster, configmap, dict(wanted), result)
+    return _backup_and_write(options, cluster, configmap, dict(wanted), result)
 
 
-def _absent(params: dict, check_mode: bool, cluster: Cluster, configmap: dict, key: str, before_text: Optional[str], result: dict) -> dict:
+def _absent(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Cluster, configmap: dict, key: str, before_text: Optional[str],
+            result: dict) -> dict:
     patches = desched.patches_touching(cluster.resource_patches() or [], [("ConfigMap", cluster.namespace, meta(configmap)["name"])])
     result["resource_patches_removed"] = [p["name"] for p in patches]
     if not patches:
         return result
     result["changed"] = True
-    if check_mode:
+    if check_mode:  # the deletes as server-side dry runs: RBAC and admission answer, nothing is deleted, nothing to wait for
+        warnings: List[str] = []
+        for patch in patches:
+            warnings += cluster.delete_resource_patch(patch["name"], dry_run=True)
+        result.update(dry_run=True, warnings_from_api=warnings)
         return result
-    result["backup_path"] = backup_configmap(configmap, params.get("backup_dir") or "~/.ansible/descheduler-backups",
-                                             cluster.cluster_name(params))
+    name = _cluster_name(options, cluster)
+    result["backup_path"] = backup_configmap(configmap, options.backup_dir, name)
     # What to wait for: the reconciler's write (the text changes), or, when the chart's policy is known from a
     # backup taken while no ResourcePatch targeted the ConfigMap, that text; a ConfigMap that already holds it
     # (a restore of the chart's own text) gets no write at all, so waiting for a change would never end.
-    known = chart_backup(params.get("backup_dir") or "~/.ansible/descheduler-backups", cluster.cluster_name(params), configmap)
+    known = chart_backup(options.backup_dir, name, configmap)
     chart_text = _text(known[1], key) if known else None
     result["chart_policy_from"] = known[0] if known and chart_text is not None else None
     for patch in patches:
         cluster.delete_resource_patch(patch["name"])
-    timeout = params.get("wait_timeout") or 120
-    current = cluster.wait_for_change(meta(configmap)["name"], meta(configmap).get("resourceVersion"),
-                                      lambda obj: absent_done(_text(obj, key), before_text, chart_text), timeout)
+    timeout = options.wait_timeout
+    current = cluster.wait_for_change(meta(configmap)["name"], lambda obj: absent_done(_text(obj, key), before_text, chart_text), timeout)
     if current is None:
         hint = "the chart's policy is {0}'s".format(result["chart_policy_from"]) if chart_text is not None else (
             "no backup in backup_dir shows the chart's policy, so only a change could be waited for (none comes when the "
@@ -460,37 +506,3 @@ def _absent(params: dict, check_mode: bool, cluster: Cluster, configmap: dict, k
 def absent_done(text: Optional[str], before_text: Optional[str], chart_text: Optional[str]) -> bool:
     """Whether the override is gone from the ConfigMap: its text changed, or it is the chart's (when known)."""
     return text != before_text or (chart_text is not None and text == chart_text)
-
-
-# ------------------------------------------------------------------------------------------ options spec
-POLICY_ARG_SPEC = {
-    "state": {"type": "str", "default": "present", "choices": ["present", "restored", "absent"]},
-    "policy": {"type": "raw"},
-    "profile_name": {"type": "str", "default": "vm-rebalance"},
-    "vm_profiles": {"type": "list", "elements": "str"},
-    "merge": {"type": "bool", "default": False},
-    "nodes": {"type": "list", "elements": "str"},
-    "node_selector": {"type": "str"},
-    "vm_labels": {"type": "dict"},
-    "vm_selector": {"type": "dict"},
-    "thresholds": {"type": "dict"},
-    "target_thresholds": {"type": "dict"},
-    "max_pods_to_evict_per_node": {"type": "int"},
-    "max_pods_to_evict_per_namespace": {"type": "int"},
-    "max_pods_to_evict_total": {"type": "int"},
-    "eviction_limit_node": {"type": "int"},
-    "exclude_namespaces": {"type": "list", "elements": "str"},
-    "node_fit": {"type": "bool", "default": True},
-    "min_threshold_gap": {"type": "int", "default": 5},
-    "plan": {"type": "bool", "default": True},
-    "descheduler_namespace": {"type": "str", "default": "descheduler"},
-    "descheduler_name": {"type": "str", "default": "descheduler"},
-    "configmap_name": {"type": "str"},
-    "policy_key": {"type": "str", "default": "policy.yaml", "no_log": False},
-    "backup_dir": {"type": "path", "default": "~/.ansible/descheduler-backups"},
-    "backup_file": {"type": "path"},
-    "cluster_name": {"type": "str"},
-    "wait_timeout": {"type": "int", "default": 120},
-}
-POLICY_MUTUALLY_EXCLUSIVE = [("nodes", "node_selector"), ("vm_labels", "vm_selector")]
-POLICY_REQUIRED_IF = [("state", "restored", ("backup_file",))]
