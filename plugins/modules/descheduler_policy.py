@@ -13,11 +13,11 @@ author:
   - kubevirt_ops.rebalance maintainers (@kubevirt-ops)
 description:
   - Manages the policy ConfigMap of the ACP Descheduler plugin (a C(descheduler/v1alpha2) C(DeschedulerPolicy) in C(data.policy.yaml)),
-    the step the rebalance page does by hand with C(kubectl edit).
+    the step of the rebalance procedure (Configure a Bounded VM Rebalance Policy) done by hand with C(kubectl edit).
   - With I(state=present) the policy is rendered from options (a profile scoped to the VMs, C(PodsWithLocalStorage) in
     C(defaultDisabled), C(PodsWithPVC) not in C(extraEnabled), LowNodeUtilization in C(balance)) or taken whole from I(policy).
   - The policy is validated before anything changes, against the schema (unknown or mis-cased keys, which the descheduler silently
-    drops), the upstream rules with the upstream messages, and the page's rules for a VM profile (local storage and PVC protections,
+    drops), the upstream rules with the upstream messages, and the rebalance procedure's rules for a VM profile (local storage and PVC protections,
     a non-empty label selector, a minimum gap between thresholds and target thresholds, eviction limits set and not above KubeVirt's
     parallel migration limits read from the cluster, a node selector that leaves control-plane nodes out). Every error names the
     field path and the fix.
@@ -25,6 +25,8 @@ description:
     carries the object's C(resourceVersion), so a concurrent edit fails with a conflict instead of being lost. The ResourcePatch that
     ACP creates for the edit is returned.
   - An equal policy (compared as parsed YAML, not as text) is no change. Check mode and C(--diff) show the change as YAML.
+  - Check mode asks the API server; it sends the update (with I(state=absent), the deletes) as a server-side dry run, so that
+    validation and admission run and a refusal fails the task; nothing is stored and no backup is written.
   - I(state=restored) re-applies the data of a backup file exactly. I(state=absent) deletes the ResourcePatches that override the
     ConfigMap, so the chart restores its own policy, and waits until the ConfigMap shows it.
   - With I(plan=true) the result has the plan, what LowNodeUtilization would do with this policy now (see RETURN).
@@ -46,7 +48,7 @@ options:
     default: vm-rebalance
   vm_profiles:
     description:
-      - The profiles that move VMs, to which the page's rules apply. Defaults to I(profile_name).
+      - The profiles that move VMs, to which the rebalance procedure's rules for a VM profile apply. Defaults to I(profile_name).
       - Other profiles that evict and protect PVC Pods are reported as findings.
     type: list
     elements: str
@@ -153,7 +155,7 @@ options:
     type: str
   wait_timeout:
     description:
-      - Seconds to wait, with I(state=absent), until the ConfigMap shows the chart's policy again.
+      - Seconds to wait, with I(state=absent), until the ConfigMap shows the chart's policy again; more than 0.
     type: int
     default: 120
 extends_documentation_fragment:
@@ -162,7 +164,8 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Validates, plans and reports the change and its diff; writes no backup and changes nothing.
+    description: Validates, plans and reports the change and its diff, and sends the write as a server-side dry run; writes no
+      backup and changes nothing.
   diff_mode:
     support: full
     description: The policy text before and after.
@@ -177,7 +180,7 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Apply the page's bounded VM rebalance policy
+- name: Apply the bounded VM rebalance policy of the rebalance procedure
   kubevirt_ops.rebalance.descheduler_policy:
     kubeconfig: "{{ kubeconfig }}"
     nodes: [worker-a, worker-b]
@@ -247,10 +250,14 @@ resource_patch:
   returned: always
   type: dict
 warnings_from_api:
-  description: The C(Warning) headers of the update.
+  description: The C(Warning) headers of the update (in check mode, of its dry run; with I(state=absent), of the dry-run deletes).
   returned: always
   type: list
   elements: str
+dry_run:
+  description: True when check mode sent the change to the API server as a server-side dry run (nothing was stored).
+  returned: in check mode, when there was a change to send
+  type: bool
 resource_version:
   description: The ConfigMap's resourceVersion after the change.
   returned: when changed and not in check mode
@@ -292,17 +299,15 @@ error:
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_policy import (
-    POLICY_ARG_SPEC,
-    POLICY_MUTUALLY_EXCLUSIVE,
-    POLICY_REQUIRED_IF,
+    ARG_SPEC,
+    SPEC_CHECKS,
+    DeschedulerPolicyOptions,
     run,
 )
 
 
 def main() -> None:
-    run_module(POLICY_ARG_SPEC, run,
-               mutually_exclusive=[list(m) for m in POLICY_MUTUALLY_EXCLUSIVE],
-               required_if=[list(r) for r in POLICY_REQUIRED_IF])
+    run_module(ARG_SPEC, DeschedulerPolicyOptions, run, **SPEC_CHECKS)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,21 @@ description:
   - Observes one run of the Descheduler of the ACP plugin package and returns what its log says, as the Validate Rebalancing
     section of the Descheduler VM rebalance procedure reads it (node classification, removable Pods, evictions requested in the
     background, totals, why it stopped).
-  - With I(trigger=wait) the run is the next Job the CronJob schedules after the module started; when the Descheduler runs as a
-    Deployment, the next complete descheduling cycle that starts after the module started, in its Pod's log.
+  - With I(trigger=wait) the run is the next Job the CronJob schedules after the module started (a Job already running at the start
+    does not count); when the Descheduler runs as a Deployment, the next complete descheduling cycle that starts after the module
+    started, in its Pod's log.
   - With I(trigger=create) the module creates a Job from the CronJob's jobTemplate as C(kubectl create job --from=cronjob/<name>) does
     (annotation C(cronjob.kubernetes.io/instantiate=manual), the jobTemplate's labels and annotations, a controller ownerReference to the
-    CronJob), named I(job_name) or C(<cronjob>-manual-<5 characters>).
+    CronJob), named I(job_name) or C(<cronjob>-manual-<5 characters>). A Job can only be created from a CronJob, so I(trigger=create)
+    is refused for a Deployment.
   - With I(trigger=auto) it creates a Job when the CronJob is suspended or its schedule has no run within I(timeout) seconds, and waits
-    for the next scheduled run otherwise; a Deployment is always waited for.
+    for the next scheduled run otherwise (also when it cannot read the schedule); a Deployment is always waited for.
   - Jobs and Pods are waited for by list and watch, not by polling. The log of the Job's Pod is read when the Pod has finished. A Job Pod
     that ends C(Failed) decides the run (the descheduler exits 1 on a policy it rejects and every retry reads the same policy); the
     module then fails with the error lines of the log. A Deployment's log has no watch, so in that one case the log is read every 2
     seconds.
-  - Fails when the Descheduler is not found, when I(trigger=wait) and the CronJob is suspended, when the run fails, and when
-    I(timeout) passes first.
+  - Fails when the Descheduler is not found, at once when I(trigger=wait) and the CronJob is suspended (use I(trigger=create) or
+    resume it), when the run fails, and when I(timeout) passes first.
 options:
   descheduler_namespace:
     description:
@@ -65,7 +67,8 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: With I(trigger=create) no Job is created; the Job that would be created is returned in C(would_create). Waiting for a
+    description: With I(trigger=create) the Job is sent with server-side dry run, so the API server validates and admits it but
+      stores nothing, and nothing is waited for; the Job as the server would create it is returned in C(would_create). Waiting for a
       scheduled run changes nothing, so it is observed in check mode too.
   diff_mode:
     support: none
@@ -119,7 +122,7 @@ pod:
   returned: always
   type: str
 would_create:
-  description: The Job that would be created.
+  description: The Job that would be created, as the API server answered its dry run.
   returned: check mode with I(trigger=create)
   type: dict
 log_lines:
@@ -205,12 +208,12 @@ api:
   type: dict
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_run import RUN_ARG_SPEC, run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_run import ARG_SPEC, DeschedulerRunOptions, run
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 
 
 def main() -> None:
-    run_module(RUN_ARG_SPEC, lambda params, check_mode: run(params, check_mode=check_mode))
+    run_module(ARG_SPEC, DeschedulerRunOptions, run)
 
 
 if __name__ == "__main__":

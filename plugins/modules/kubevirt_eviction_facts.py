@@ -769,12 +769,16 @@ api:
       elements: dict
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import FACTS_ARG_SPEC, gather_eviction_facts
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import (
+    ARG_SPEC,
+    KubevirtEvictionFactsOptions,
+    gather_eviction_facts,
+)
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 
 
 def main() -> None:
-    run_module(FACTS_ARG_SPEC, lambda params, check_mode: gather_eviction_facts(params))
+    run_module(ARG_SPEC, KubevirtEvictionFactsOptions, gather_eviction_facts)
 
 
 if __name__ == "__main__":

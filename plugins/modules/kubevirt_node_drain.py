@@ -44,8 +44,8 @@ options:
     default: drained
   pods:
     description:
-      - C(launchers) evicts the virt-launcher Pods only (the page's C(--pod-selector=kubevirt.io=virt-launcher)); C(all) every Pod of the
-        node, as the page's second command.
+      - C(launchers) evicts the virt-launcher Pods only (C(--pod-selector=kubevirt.io=virt-launcher) in node maintenance, Evict all VMs
+        from a Node); C(all) every Pod of the node (node maintenance, Evict all VMs and Pods from a Node).
     type: str
     choices: [launchers, all]
     default: launchers
@@ -56,7 +56,8 @@ options:
     default: true
   delete_emptydir_data:
     description:
-      - Evict Pods with emptyDir volumes (C(--delete-emptydir-data), the page's C(--delete-local-data)); every virt-launcher Pod has them.
+      - Evict Pods with emptyDir volumes (C(--delete-emptydir-data), C(--delete-local-data) in node maintenance); every virt-launcher Pod
+        has them.
     type: bool
     default: true
   force:
@@ -102,7 +103,8 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    description: Runs the preflight and reports what would change; cordons and evicts nothing.
+    description: Runs the preflight and reports what would change; cordons and evicts nothing (the cordon is sent as a server-side dry
+      run).
   diff_mode:
     support: partial
     description: The node's C(unschedulable) before and after.
@@ -128,7 +130,7 @@ EXAMPLES = r"""
     timeout: 1800
   register: drain
 
-- name: Evict every Pod of the node, as the page's second command
+- name: Evict every Pod of the node (node maintenance, Evict all VMs and Pods from a Node)
   kubevirt_ops.rebalance.kubevirt_node_drain:
     node: worker-3
     pods: all
@@ -284,12 +286,12 @@ ready:
   type: bool
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import DRAIN_ARG_SPEC, run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import ARG_SPEC, KubevirtNodeDrainOptions, run
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 
 
 def main() -> None:
-    run_module(DRAIN_ARG_SPEC, run)
+    run_module(ARG_SPEC, KubevirtNodeDrainOptions, run)
 
 
 if __name__ == "__main__":

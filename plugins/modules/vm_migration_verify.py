@@ -66,7 +66,7 @@ options:
     default: any
   min_moved:
     description:
-      - How many of the selected VMs must pass (the rebalance page's limits move one VM per cycle). VMs that never started moving are
+      - How many of the selected VMs must pass (the bounded policy of the rebalance procedure moves one VM per cycle). VMs that never started moving are
         C(not_moved), which fails only when fewer than I(min_moved) VMs passed. Capped at the number of selected VMs.
     type: int
     default: 1
@@ -263,13 +263,16 @@ api:
 """
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import VERIFY_ARG_SPEC, record, verify
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import (
+    ARG_SPEC,
+    SPEC_CHECKS,
+    VmMigrationVerifyOptions,
+    run,
+)
 
 
 def main() -> None:
-    run_module(VERIFY_ARG_SPEC,
-               lambda params, check_mode: record(params) if params["mode"] == "record" else verify(params),
-               required_if=[["mode", "verify", ["baseline"]]])
+    run_module(ARG_SPEC, VmMigrationVerifyOptions, run, **SPEC_CHECKS)
 
 
 if __name__ == "__main__":

@@ -149,12 +149,12 @@ watch:
   type: dict
 """
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_wait import WAIT_ARG_SPEC, wait
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_wait import ARG_SPEC, VmMigrationWaitOptions, run
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module
 
 
 def main() -> None:
-    run_module(WAIT_ARG_SPEC, lambda params, check_mode: wait(params))
+    run_module(ARG_SPEC, VmMigrationWaitOptions, run)
 
 
 if __name__ == "__main__":

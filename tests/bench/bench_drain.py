@@ -1,6 +1,7 @@
-"""Benchmark: evacuate 20 LiveMigrate VMs from one node, `kubectl drain` with the page's flags against
-`kubevirt_node_drain`, in one run, each on a fresh simulator with the same scenario (default migration
-limits: parallelOutboundMigrationsPerNode 2, parallelMigrationsPerCluster 5; a fixed migration time).
+"""Benchmark: evacuate 20 LiveMigrate VMs from one node, `kubectl drain` with the flags of node maintenance (Evict
+all VMs from a Node) against `kubevirt_node_drain`, in one run, each on a fresh simulator with the same scenario
+(default migration limits: parallelOutboundMigrationsPerNode 2, parallelMigrationsPerCluster 5; a fixed
+migration time).
 
 Prints a table: wall time of each, the lower bound ceil(VMs / limit) x migration time, the ratio to it,
 evictions sent, and the simulator's peak of running and marked migrations from the node.
@@ -24,9 +25,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / ".collections"))
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.conftest import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
+from tests.support.simulator import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
 from tests.integration.drain_scenario import write_scenario  # noqa: E402  # pylint: disable=wrong-import-position
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import run  # noqa: E402  # pylint: disable=wrong-import-position
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params  # noqa: E402  # pylint: disable=wrong-import-position
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import (  # noqa: E402  # pylint: disable=wrong-import-position
+    ARG_SPEC,
+    KubevirtNodeDrainOptions,
+    run,
+)
 
 NODE = "worker-1"
 
@@ -64,7 +70,8 @@ def bench_kubectl(sim, count: int) -> dict:
 
 def bench_module(sim, count: int) -> dict:
     started = time.monotonic()
-    result = run({"kubeconfig": sim.kubeconfig, "node": NODE, "timeout": 600, "api_retries": 5, "api_timeout": 60}, False)
+    options = KubevirtNodeDrainOptions.from_params(spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, node=NODE, timeout=600, api_timeout=60))
+    result = run(options, False)
     wall = time.monotonic() - started
     assert result["drained"] and result["summary"] == {"migrated": count}, json.dumps(result.get("summary"))
     assert all_moved(sim, count)

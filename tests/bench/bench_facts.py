@@ -24,7 +24,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tests.integration.conftest import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
+from tests.support.simulator import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
 
 CHILD = r"""
 import json, resource, sys, time, urllib.request
@@ -34,17 +34,20 @@ if kind == "floor":
     for path in ("/api/v1/nodes", "/api/v1/pods", "/apis/kubevirt.io/v1/virtualmachineinstances"):
         json.loads(urllib.request.urlopen(url + path, timeout=600).read())
 elif kind == "facts":
-    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import gather_eviction_facts
-    result = gather_eviction_facts({"kubeconfig": kubeconfig, "api_retries": 5, "api_timeout": 600})
+    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
+    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import (
+        ARG_SPEC, KubevirtEvictionFactsOptions, gather_eviction_facts)
+    result = gather_eviction_facts(KubevirtEvictionFactsOptions.from_params(spec_params(ARG_SPEC, kubeconfig=kubeconfig, api_timeout=600)), False)
     assert result["vmis"] is not None
 elif kind == "plan":
-    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_policy import run
-    params = {"kubeconfig": kubeconfig, "api_retries": 5, "api_timeout": 600, "state": "present", "node_selector": "node-role.kubernetes.io/worker",
-              "vm_labels": {"kubevirt.io": "virt-launcher"}, "thresholds": {"cpu": 20, "memory": 20, "pods": 20},
-              "target_thresholds": {"cpu": 50, "memory": 50, "pods": 50}, "max_pods_to_evict_per_node": 1, "max_pods_to_evict_total": 5,
-              "plan": True, "node_fit": True, "min_threshold_gap": 5, "profile_name": "vm-rebalance", "configmap_name": "descheduler",
-              "descheduler_namespace": "descheduler"}
-    result = run(params, True)
+    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
+    from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.descheduler_policy import (
+        ARG_SPEC, DeschedulerPolicyOptions, run)
+    params = spec_params(ARG_SPEC, kubeconfig=kubeconfig, api_timeout=600, node_selector="node-role.kubernetes.io/worker",
+                         vm_labels={"kubevirt.io": "virt-launcher"}, thresholds={"cpu": 20, "memory": 20, "pods": 20},
+                         target_thresholds={"cpu": 50, "memory": 50, "pods": 50}, max_pods_to_evict_per_node=1, max_pods_to_evict_total=5,
+                         configmap_name="descheduler")
+    result = run(DeschedulerPolicyOptions.from_params(params), True)
 print(json.dumps({"seconds": time.monotonic() - started, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 

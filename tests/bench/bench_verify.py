@@ -23,29 +23,30 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, config, watch  # noqa: E402  # pylint: disable=wrong-import-position
 
-from tests.integration.conftest import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import record, verify  # noqa: E402  # pylint: disable=wrong-import-position
+from tests.support.simulator import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params  # noqa: E402  # pylint: disable=wrong-import-position
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_verify  # noqa: E402  # pylint: disable=wrong-import-position
 
 NAMESPACE, VM = "vms", "vm-live"
 
 
-def params(sim, **extra) -> dict:
-    return {"kubeconfig": sim.kubeconfig, "api_retries": 5, "api_timeout": 120, "descheduler_namespace": "descheduler",
-            "descheduler_name": "descheduler", "require_trigger": "any", "min_moved": 1, "names": ["{0}/{1}".format(NAMESPACE, VM)],
-            **extra}
+def module(sim, **given) -> dict:
+    """vm_migration_verify's service in this process, on vms/vm-live, with the module's defaults otherwise."""
+    params = spec_params(vm_migration_verify.ARG_SPEC, kubeconfig=sim.kubeconfig, names=["{0}/{1}".format(NAMESPACE, VM)], **given)
+    return vm_migration_verify.run(vm_migration_verify.VmMigrationVerifyOptions.from_params(params), False)
 
 
 def running_baseline(sim, deadline: float = 60) -> dict:
     """A baseline taken once the VM runs with its launcher (after a migration the old one is being removed)."""
     end = time.monotonic() + deadline
     while True:
-        baseline = record(params(sim, mode="record"))["baseline"]
+        baseline = module(sim, mode="record")["baseline"]
         launchers = sim.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", "kubevirt.io/vm={0}".format(VM))["items"]
         if baseline.get(VM, {}).get("launcher") and len(launchers) == 1:
             # migrations created up to 2 s before a baseline count as its own (whole-second timestamps): let the last
             # one fall out of that window, else the verdict is decided by it (see docs/performance.md)
             time.sleep(3.1)
-            return record(params(sim, mode="record"))["baseline"]
+            return module(sim, mode="record")["baseline"]
         if time.monotonic() > end:
             raise RuntimeError("vm-live does not run: {0}".format(baseline))
         time.sleep(0.2)
@@ -86,7 +87,7 @@ def one_latency(sim, fail: bool) -> float:
     ready.wait(30)
 
     def run() -> None:
-        done["result"] = verify(params(sim, baseline=baseline, timeout=90))
+        done["result"] = module(sim, baseline=baseline, timeout=90)
         done["at"] = time.monotonic()
     runner = threading.Thread(target=run)
     runner.start()
@@ -111,7 +112,7 @@ def one_latency(sim, fail: bool) -> float:
 def waiting(sim, seconds: float) -> dict:
     baseline = running_baseline(sim)
     sim.reset_counters()
-    result = verify(params(sim, baseline=baseline, timeout=seconds))
+    result = module(sim, baseline=baseline, timeout=seconds)
     if not result["timed_out"]:
         raise RuntimeError("the wait ended early: {0}".format(result["vms"]))
     return sim.admin("GET", "counters?cluster=workload")["workload"]

@@ -1,9 +1,10 @@
 """`kubevirt_ops.rebalance.descheduler_policy` run by the venv's `ansible` against the simulator
-(`rebalance-two-workers`): the page's policy rendered from options lands exactly as the page's YAML, with a
-verified backup and the ResourcePatch reported; a second apply is no change; check mode changes nothing; a bad
-policy is refused with the ConfigMap untouched; backup and restore round-trip byte for byte; removing the
-override brings the chart's policy back; a concurrent edit between read and write is a conflict; and the
-first descheduler run moves the VM the plan names."""
+(`rebalance-two-workers`): the rebalance procedure's policy rendered from options lands exactly as its YAML, with
+a verified backup and the ResourcePatch reported; a second apply is no change; check mode changes nothing but
+asks the API server (a server-side dry run, whose refusal fails the check); a bad policy is refused with the
+ConfigMap untouched; backup and restore round-trip byte for byte; removing the override brings the chart's
+policy back; a concurrent edit between read and write is a conflict; and the first descheduler run moves the
+VM the plan names."""
 from __future__ import annotations
 
 import threading
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .ansible_run import run_ansible_module
+from .ansible_run import run_ansible_module, run_tasks
 from .conftest import ROOT, start_kubesim, stop_kubesim
 from .test_reference_rebalance import PAGE_POLICY
 
@@ -104,6 +105,40 @@ def test_check_mode_changes_nothing_and_shows_the_diff(sim):
     assert configmap(sim) == before and resource_patches(sim) == []
     assert not (Path(sim.kubeconfig).parent / "backups").exists()
     assert result["plan"]["evictions"], result["plan"]
+
+
+def test_check_mode_sends_a_dry_run_that_stores_nothing(sim):
+    before = configmap(sim)
+    updates = sim.counters().get("update configmaps", 0)
+    result = run_module(sim, check=True, diff=True, **PAGE_OPTIONS)
+    assert result["changed"] and result["dry_run"] is True
+    assert "+maxNoOfPodsToEvictTotal: 1" in result["_output"] and "-  - name: RemoveDuplicates" in result["_output"]
+    # the API server was asked (one update, as a dry run) and kept nothing: no ResourcePatch, no new resourceVersion
+    assert sim.counters().get("update configmaps", 0) == updates + 1
+    after = configmap(sim)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"] and after == before
+    assert resource_patches(sim) == [] and result["resource_patch"] is None and result["warnings_from_api"] == []
+    assert result["backup_path"] is None and "resource_version" not in result
+    assert not (Path(sim.kubeconfig).parent / "backups").exists()
+
+
+def test_check_mode_fails_with_the_servers_message_when_it_refuses_the_update(sim):
+    """A policy that passes every offline rule but makes the ConfigMap's data larger than the API server takes
+    (1 MiB): only the server can refuse it, and check mode must say so before a real run tries."""
+    before = sim.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o", "json").stdout
+    namespaces = ["ns-{0:05d}-".format(index).ljust(63, "x") for index in range(15000)]  # ~74 bytes a line in the YAML
+    backups = Path(sim.kubeconfig).parent / "backups"
+    task = {"name": "Check a policy too large for a ConfigMap", "kubevirt_ops.rebalance.descheduler_policy": dict(
+        PAGE_OPTIONS, exclude_namespaces=namespaces, backup_dir=str(backups), cluster_name="workload", plan=False)}
+    run = run_tasks(sim, [task], check=True, expect_failure=True)
+    result = run.result("Check a policy too large for a ConfigMap")
+    assert [t["task"] for t in run.failed()] == ["Check a policy too large for a ConfigMap"]
+    assert result["error"]["status"] == 422 and result["error"]["reason"] == "Invalid"
+    assert result["msg"].startswith("update configmap descheduler/descheduler (server-side dry run): 422 Invalid: "
+                                    'ConfigMap "descheduler" is invalid: []: Too long: ')
+    assert "1048576 bytes" in result["msg"] and "nothing was changed" in result["msg"]
+    after = sim.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o", "json").stdout
+    assert after == before and resource_patches(sim) == [] and not backups.exists()
 
 
 def test_bad_policy_is_refused_and_the_configmap_is_unchanged(sim):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import ARG_SPEC, KubevirtNodeDrainOptions, run
 
 from .ansible_run import run_ansible_module
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
@@ -23,8 +24,8 @@ ALLOW_ALL = {"allow_shutdown": True, "allow_loss": True, "allow_blocked": True}
 
 # ------------------------------------------------------------------------------------------ helpers
 def drain(sim, check_mode: bool = False, **args) -> dict:
-    params = {"kubeconfig": sim.kubeconfig, "api_retries": 5, "api_timeout": 30, "timeout": 40, **args}
-    return run(params, check_mode)
+    params = spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, api_timeout=30, timeout=40, **args)
+    return run(KubevirtNodeDrainOptions.from_params(params), check_mode)
 
 
 def run_module(sim, expect_failure: bool = False, check: bool = False, **args) -> dict:
@@ -79,9 +80,12 @@ def test_drain_refuses_bare_vmi_without_allow_loss_and_changes_nothing(sim):
 
 
 def test_check_mode_preflight_reports_every_kind_of_vm(sim):
+    sim.reset_counters()
     result = run_module(sim, check=True, node="worker-1", **ALLOW_ALL)
     assert result["changed"] is True and result["cordoned"] is False
     assert not unschedulable(sim, "worker-1")
+    # the cordon went to the server as a dry run (nothing stored), no eviction was sent
+    assert sim.counters().get("patch nodes") == 1 and "create pods/eviction" not in sim.counters()
     vms = {vm["name"]: vm for vm in result["preflight"]["vms"]}
     assert {name: vm["action"] for name, vm in vms.items()} == {
         "vm-live": "live_migrate", "vm-if-possible": "live_migrate", "vm-none": "restart", "vm-rwo": "blocked", "bare-vmi": "lost"}
@@ -129,7 +133,8 @@ def test_drain_migrates_live_vms_restarts_none_vm_and_reports_lost_and_blocked(s
     # a second run changes nothing
     again = drain(sim, node="worker-1", **ALLOW_ALL)
     assert again["changed"] is False and by_name(again)["vm-rwo"]["result"] == "blocked"
-    # the page's last steps: not safe while vm-rwo runs; then stop it, check again, and uncordon
+    # node maintenance, Shutting down and Re-enabling a Node after Eviction: not safe while vm-rwo runs; then stop it, check again,
+    # and uncordon
     sim.kubectl("patch", "vm", "vm-rwo", "-n", NS, "--type=merge", "-p", '{"spec":{"runStrategy":"Halted"}}')
     sim.kubectl("wait", "--for=delete", "vmi/vm-rwo", "-n", NS, "--timeout=30s")
     safe = drain(sim, node="worker-1", state="safe_to_shutdown")["safe_to_shutdown"]

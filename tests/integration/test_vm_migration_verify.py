@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config, watch
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import record, verify
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import ARG_SPEC, VmMigrationVerifyOptions, run
 
 from .ansible_run import edit_policy_as_page, run_ansible_module
 from .conftest import kubectl_available
@@ -28,9 +29,19 @@ def run_module(sim, expect_failure: bool = False, module: str = MODULE, **args) 
     return run_ansible_module(sim, module, args, expect_failure=expect_failure)
 
 
-def params(sim, **extra) -> dict:
-    return {"kubeconfig": sim.kubeconfig, "api_retries": 5, "api_timeout": 120, "descheduler_namespace": "descheduler",
-            "descheduler_name": "descheduler", "require_trigger": "any", "min_moved": 1, "timeout": 60, **extra}
+def options(sim, **given) -> VmMigrationVerifyOptions:
+    """The module's options for the simulator, with a 60 s timeout unless given."""
+    return VmMigrationVerifyOptions.from_params(spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, **dict({"timeout": 60}, **given)))
+
+
+def record(sim, **given) -> dict:
+    """mode=record in this process, as the module runs it."""
+    return run(options(sim, mode="record", **given), False)
+
+
+def verify(sim, **given) -> dict:
+    """mode=verify in this process (faster than an ansible run, so the timing tests measure the module, not ansible)."""
+    return run(options(sim, **given), False)
 
 
 def core(sim) -> client.CoreV1Api:
@@ -61,21 +72,21 @@ def record_running(sim, vm: str, timeout: float = 30) -> dict:
     """The baseline of vms/<vm> once its launcher runs (a freshly started scenario may still be starting Pods)."""
     deadline = time.monotonic() + timeout
     while True:
-        before = record(params(sim, mode="record", names=["vms/" + vm]))
+        before = record(sim, names=["vms/" + vm])
         if before["baseline"][vm]["launcher"] or time.monotonic() > deadline:
             assert before["baseline"][vm]["launcher"], before
             return before
         time.sleep(0.2)
 
 
-def evict_and_verify(sim, vm: str, fault: str | None = None, **options) -> dict:
+def evict_and_verify(sim, vm: str, fault: str | None = None, **given) -> dict:
     """Record vms/<vm>, optionally annotate a simulator migration fault, evict its launcher as a drain does (no
     descheduler annotation), and verify; returns the module result."""
     if fault:
         sim.kubectl("annotate", "vmi", vm, "-n", "vms", "kubesim.io/migration=" + fault)
     before = record_running(sim, vm)
     evict(sim, "vms", before["baseline"][vm]["launcher"])
-    return verify(params(sim, names=["vms/" + vm], baseline=before["baseline"], **options))
+    return verify(sim, names=["vms/" + vm], baseline=before["baseline"], **given)
 
 
 # ------------------------------------------------------------------------------------------ tests
@@ -150,11 +161,11 @@ def test_drain_triggered_migration_is_classified_as_drain(simulator):
 
 def test_requests_while_waiting_do_not_grow_with_the_waiting_time(simulator):
     sim = simulator("maintenance")
-    before = record(params(sim, mode="record", names=["vms/vm-live"]))
+    before = record(sim, names=["vms/vm-live"])
     counts = []
     for seconds in (2, 6):
         sim.reset_counters()
-        result = verify(params(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=seconds))
+        result = verify(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=seconds)
         assert result["vms"][0]["verdict"] == "not_moved" and result["timed_out"] is True
         counts.append(sim.admin("GET", "counters?cluster=workload")["workload"]["total"])
     assert counts[0] == counts[1], counts
@@ -163,7 +174,7 @@ def test_requests_while_waiting_do_not_grow_with_the_waiting_time(simulator):
 def test_returns_within_a_second_of_the_deciding_event(simulator):
     sim = simulator("maintenance")
     sim.kubectl("annotate", "vmi", "vm-live", "-n", "vms", "kubesim.io/migration=fail")
-    before = record(params(sim, mode="record", names=["vms/vm-live"]))
+    before = record(sim, names=["vms/vm-live"])
     seen = {}
 
     def watch_failure():
@@ -179,7 +190,7 @@ def test_returns_within_a_second_of_the_deciding_event(simulator):
     done = {}
 
     def run():
-        done["result"] = verify(params(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=60))
+        done["result"] = verify(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=60)
         done["at"] = time.monotonic()
     runner = threading.Thread(target=run)
     runner.start()
@@ -194,14 +205,14 @@ def test_returns_within_a_second_of_the_deciding_event(simulator):
 
 def test_watch_errors_reconnect_and_410_gone_lists_again(simulator):
     sim = simulator("maintenance")
-    before = record(params(sim, mode="record", names=["vms/vm-live"]))
+    before = record(sim, names=["vms/vm-live"])
     sim.add_fault(verb="watch", resource="virtualmachineinstances", drop=True, count=1)
     sim.add_fault(verb="watch", resource="virtualmachineinstancemigrations", status=410, reason="Expired",
                   message="too old resource version", count=1)
     sim.reset_counters()
     runner_result = {}
-    options = params(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=60, require_trigger="drain")
-    runner = threading.Thread(target=lambda: runner_result.update(verify(options)))
+    runner = threading.Thread(target=lambda: runner_result.update(
+        verify(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=60, require_trigger="drain")))
     runner.start()
     time.sleep(1.5)
     evict(sim, "vms", before["baseline"]["vm-live"]["launcher"])

@@ -6,7 +6,13 @@ from __future__ import annotations
 import threading
 import time
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_wait import MigrationsUnfinished, wait
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_wait import (
+    ARG_SPEC,
+    MigrationsUnfinished,
+    VmMigrationWaitOptions,
+    run,
+)
 
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
 from .test_vm_migration_verify import run_module
@@ -28,15 +34,17 @@ def phase_of(sim, name: str) -> str | None:
     return (sim.kubectl_json("get", "vmim", name, "-n", NAMESPACE).get("status") or {}).get("phase")
 
 
-def params(sim, **extra) -> dict:
-    return {"kubeconfig": sim.kubeconfig, "api_retries": 5, "api_timeout": 60, "timeout": 60, **extra}
+def wait(sim, **given) -> dict:
+    """The wait in this process, as the module runs it: api_timeout and timeout 60 s unless given."""
+    given = dict({"api_timeout": 60, "timeout": 60}, **given)
+    return run(VmMigrationWaitOptions.from_params(spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, **given)), False)
 
 
 def test_returns_when_a_slow_migration_succeeds(simulator):
     sim = simulator("rebalance-two-workers")
     name = start_migration(sim, "vm-1", "slow")
     # in-process, so the wait starts at once (an ansible run may start after the ~4.5 s migration is over)
-    result = wait(params(sim, namespaces=[NAMESPACE], label_selector=None, vmi_names=None, fail_on_failed=False))
+    result = wait(sim, namespaces=[NAMESPACE])
     assert result["changed"] is False and result["unfinished"] == 0 and result["failed_migrations"] == []
     entry = next(m for m in result["migrations"] if m["name"] == name)
     assert (entry["vmi"], entry["phase"], entry["source"], entry["target"]) == ("vm-1", "Succeeded", "worker-a", "worker-b")
@@ -66,7 +74,7 @@ def test_a_cancelled_migration_is_final_and_fails_only_with_fail_on_failed(simul
     done = {}
 
     def run():
-        done["result"] = wait(params(sim, namespaces=[NAMESPACE], vmi_names=[NAMESPACE + "/vm-2"]))
+        done["result"] = wait(sim, namespaces=[NAMESPACE], vmi_names=[NAMESPACE + "/vm-2"])
     waiter = threading.Thread(target=run)
     waiter.start()
     time.sleep(1.5)
@@ -83,7 +91,7 @@ def test_a_cancelled_migration_is_final_and_fails_only_with_fail_on_failed(simul
 def test_a_failed_migration_is_final_and_fails_the_module_only_with_fail_on_failed(simulator):
     sim = simulator("rebalance-two-workers")
     name = start_migration(sim, "vm-1", "fail")
-    result = wait(params(sim, namespaces=[NAMESPACE]))
+    result = wait(sim, namespaces=[NAMESPACE])
     assert result["unfinished"] == 0 and [f["name"] for f in result["failed_migrations"]] == [name]
     assert "simulated failure" in result["failed_migrations"][0]["failure_reason"]
     failed = run_module(sim, module=MODULE, expect_failure=True, namespaces=[NAMESPACE], fail_on_failed=True, timeout=10)
@@ -97,7 +105,7 @@ def test_an_idle_wait_costs_one_list_and_no_polling(simulator):
     sim.reset_counters()
     started = time.monotonic()
     try:
-        wait(params(sim, timeout=2))
+        wait(sim, timeout=2)
         raise AssertionError("the wait should time out")
     except MigrationsUnfinished as error:
         assert name in error.message

@@ -4,7 +4,7 @@
 """The pure half of `kubevirt_node_drain`: what draining a node would do, decided before anything changes,
 and what each VM's outcome is, read from objects as the API returns them (no cluster needed).
 
-- The VMs come from the eviction facts (`facts.gather_eviction_facts`): each VMI on the node has a verdict
+- The VMs come from the eviction facts (`kubevirt_eviction_facts.read_facts`): each VMI on the node has a verdict
   (kubevirt.eviction_verdict), which maps to a drain action: `live_migrate`, `restart` (strategy None, a VM
   that starts again elsewhere with a new UID), `replace` (a VMI replica set creates another VMI), `lost` (a
   bare VMI, or a VM that does not start again), `blocked` (KubeVirt or a PDB refuses the eviction),
@@ -65,8 +65,8 @@ def has_emptydir(pod: dict) -> bool:
     return any("emptyDir" in volume for volume in (pod.get("spec") or {}).get("volumes") or [])
 
 
-def classify_pods(pods: List[dict], options: dict) -> dict:
-    """kubectl drain's filters over the node's Pods: `evict` (launchers and, with pods=all, the others),
+def classify_pods(pods: List[dict], all_pods: bool, ignore_daemonsets: bool, delete_emptydir_data: bool, force: bool) -> dict:
+    """kubectl drain's filters over the node's Pods: `evict` (launchers and, with `all_pods` (pods=all), the others),
     `ignored` (DaemonSet Pods), `skipped` (mirror, finished, not selected), `refused` (what stops the drain
     without the matching option), each Pod as `namespace/name`."""
     result: Dict[str, List] = {"evict": [], "ignored": [], "skipped": [], "refused": []}
@@ -75,22 +75,22 @@ def classify_pods(pods: List[dict], options: dict) -> dict:
         if (pod.get("status") or {}).get("phase") in kv.TERMINAL_POD_PHASES or kv.meta(pod).get("deletionTimestamp"):
             result["skipped"].append(key)
             continue
-        if not kv.is_launcher(pod) and options["pods"] != "all":
+        if not kv.is_launcher(pod) and not all_pods:
             result["skipped"].append(key)
             continue
         if MIRROR_ANNOTATION in kv.annotations(pod):
             result["skipped"].append(key)
             continue
         if daemonset_pod(pod):
-            if options["ignore_daemonsets"]:
+            if ignore_daemonsets:
                 result["ignored"].append(key)
             else:
                 result["refused"].append({"pod": key, "reason": DAEMONSET_REFUSED})
             continue
-        if kv.controller_ref(pod) is None and not options["force"]:
+        if kv.controller_ref(pod) is None and not force:
             result["refused"].append({"pod": key, "reason": UNMANAGED_REFUSED})
             continue
-        if has_emptydir(pod) and not options["delete_emptydir_data"]:
+        if has_emptydir(pod) and not delete_emptydir_data:
             result["refused"].append({"pod": key, "reason": LOCAL_STORAGE_REFUSED})
             continue
         result["evict"].append(key)
@@ -162,26 +162,27 @@ def capacity(node_facts: List[dict], node: str, vms: List[dict]) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ preflight
-def problems(vms: List[dict], pods: dict, room: dict, options: dict) -> List[dict]:
+def problems(vms: List[dict], pods: dict, room: dict, allow_loss: bool, allow_shutdown: bool, allow_blocked: bool,
+             require_capacity: bool) -> List[dict]:
     """What stops the drain before anything changes, each with the option that allows it."""
     found = []
 
     def names(action: str) -> List[str]:
         return ["{0}/{1}".format(vm["namespace"], vm["name"]) for vm in vms if vm["action"] == action]
 
-    if names("lost") and not options["allow_loss"]:
+    if names("lost") and not allow_loss:
         found.append({"code": "vms_lost", "vms": names("lost"), "option": "allow_loss",
                       "message": "{0} would be shut down and never started again (no VirtualMachine or replica set brings them back, "
                                  "or the VM's runStrategy does not restart). Stop them yourself, or set allow_loss: true to accept "
                                  "it.".format(", ".join(names("lost")))})
     shutdowns = names("restart") + names("replace")
-    if shutdowns and not options["allow_shutdown"]:
+    if shutdowns and not allow_shutdown:
         found.append({"code": "vms_shut_down", "vms": shutdowns, "option": "allow_shutdown",
                       "message": "{0} would be shut down and started again elsewhere (evictionStrategy None: a restart, not a live "
                                  "migration). Set evictionStrategy LiveMigrate on them, or set allow_shutdown: true to accept "
                                  "it.".format(", ".join(shutdowns))})
     blocked = [vm for vm in vms if vm["action"] == "blocked"]
-    if blocked and not options["allow_blocked"]:
+    if blocked and not allow_blocked:
         found.append({"code": "vms_blocked", "vms": names("blocked"), "option": "allow_blocked",
                       "message": "; ".join("{0}/{1}: {2}".format(vm["namespace"], vm["name"], vm["blocked_message"] or vm["reason"])
                                            for vm in blocked)
@@ -190,7 +191,7 @@ def problems(vms: List[dict], pods: dict, room: dict, options: dict) -> List[dic
     if pods["refused"]:
         found.append({"code": "pods_refused", "pods": [entry["pod"] for entry in pods["refused"]], "option": None,
                       "message": "; ".join("{0}: {1}".format(entry["pod"], entry["reason"]) for entry in pods["refused"])})
-    if not room["fits"] and options["require_capacity"]:
+    if not room["fits"] and require_capacity:
         found.append({"code": "capacity", "vms": room["unplaced"], "option": "require_capacity",
                       "message": "the other schedulable nodes ({0}) cannot hold {1} by requests. Add or uncordon a node, or set "
                                  "require_capacity: false.".format(", ".join(room["nodes"]) or "none", ", ".join(room["unplaced"]))})

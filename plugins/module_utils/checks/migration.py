@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The five pass criteria of a live migration and the classification of its trigger, from plain dicts.
 
-The rebalance page (step 5): pass only when the VMI runs on a different node, a VirtualMachineInstanceMigration
+The rebalance procedure (Validate Rebalancing, step 5): pass only when the VMI runs on a different node, a VirtualMachineInstanceMigration
 reached Succeeded with the expected source and target nodes, the VMI UID is unchanged, the VM remains
 Running/Ready, and the old launcher has terminated. "A Descheduler log line, an Eviction API response, or a
 changed Pod name alone is not a migration result."
@@ -286,7 +286,7 @@ def evaluate(entry: dict, vmi: Optional[dict], vm: Optional[dict], vmims: Iterab
 
 def decided(results: List[dict], min_moved: int) -> bool:
     """Whether waiting can stop: every VM passed or failed, or enough passed and the others were never touched
-    (the page's limits move one VM per cycle, so the rest may wait for later cycles)."""
+    (the bounded policy of the rebalance procedure moves one VM per cycle, so the rest may wait for later cycles)."""
     passed = sum(1 for r in results if r["verdict"] == PASS)
     for result in results:
         if result["verdict"] != OPEN:

@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: kubevirt_ops.rebalance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rebalance page's prerequisites, checked against the result of `kubevirt_eviction_facts`: a pure function
+"""The Prerequisites of the rebalance procedure, checked against the result of `kubevirt_eviction_facts`: a pure function
 from facts to {passed, problems, warnings, summary}, used by the `descheduler_preflight` role through the
 `kubevirt_ops.rebalance.descheduler_preflight` filter.
 
 Every missing prerequisite is collected (never only the first); each problem names the object, the observed
-value and the page's fix, so one failed run tells a person everything to repair."""
+value and the procedure's fix, so one failed run tells a person everything to repair."""
 
 from __future__ import annotations
 

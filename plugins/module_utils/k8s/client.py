@@ -292,15 +292,15 @@ class Client:
         disable_transport_retries(k8s_client)
         return k8s_client
 
-    def request_json(self, path: str, request: str, **params: Any) -> Any:
+    def request_json(self, path: str, request: str, **query: Any) -> Any:
         """GET a path and return its JSON body, with retries."""
-        return self.call(request, lambda: self._send("get", path, **params))
+        return self.call(request, lambda: self._send("get", path, **query))
 
-    def _send(self, method: str, path: str, body: Any = None, content_type: Optional[str] = None, text: bool = False, **params: Any) -> Any:
+    def _send(self, method: str, path: str, body: Any = None, content_type: Optional[str] = None, text: bool = False, **query: Any) -> Any:
         """One round trip through the dynamic client: the decoded JSON body (the text with `text`); the response's
         `Warning` headers in `last_warnings`."""
         response = self.client.client.request(method, path, body=body, content_type=content_type, serialize=False,
-                                              _request_timeout=self._request_timeout(), **params)
+                                              _request_timeout=self._request_timeout(), **query)
         self.last_warnings = warnings_of(response)
         data = getattr(response, "data", response)
         if isinstance(data, bytes):
@@ -467,10 +467,12 @@ class Client:
                          lambda: self._send("post", self._path(resource, namespace=namespace), body=body,
                                             content_type="application/json", **self._dry_run(dry_run)))
 
-    def replace(self, resource: Any, body: dict, namespace: Optional[str] = None, dry_run: bool = False) -> dict:
-        """PUT an object with the resourceVersion it carries (409 Conflict when it changed since); the stored object."""
+    def replace(self, resource: Any, body: dict, namespace: Optional[str] = None, dry_run: bool = False,
+                request: Optional[str] = None) -> dict:
+        """PUT an object with the resourceVersion it carries (409 Conflict when it changed since); the stored object.
+        `request` names the request in errors (by default `update <resource> <namespace>/<name>`)."""
         name = (body.get("metadata") or {}).get("name")
-        return self.call("update " + self._where(resource, name, namespace),
+        return self.call(request or "update " + self._where(resource, name, namespace),
                          lambda: self._send("put", self._path(resource, name, namespace), body=body,
                                             content_type="application/json", **self._dry_run(dry_run)))
 
@@ -478,17 +480,17 @@ class Client:
               dry_run: bool = False, request: Optional[str] = None) -> dict:
         """PATCH an object: `patch_type` merge, json, strategic or apply (server-side apply as this collection's field
         manager, forcing conflicts); the stored object."""
-        params: Dict[str, Any] = self._dry_run(dry_run)
+        query: Dict[str, Any] = self._dry_run(dry_run)
         if patch_type == "apply":
-            params.update(field_manager=FIELD_MANAGER, force_conflicts=True)
+            query.update(field_manager=FIELD_MANAGER, force_conflicts=True)
         return self.call(request or "patch " + self._where(resource, name, namespace),
                          lambda: self._send("patch", self._path(resource, name, namespace), body=body,
-                                            content_type=PATCH_CONTENT_TYPES[patch_type], **params))
+                                            content_type=PATCH_CONTENT_TYPES[patch_type], **query))
 
     def delete(self, resource: Any, name: str, namespace: Optional[str] = None, preconditions: Optional[dict] = None,
-               propagation_policy: Optional[str] = None, dry_run: bool = False) -> Optional[dict]:
+               propagation_policy: Optional[str] = None, dry_run: bool = False, request: Optional[str] = None) -> Optional[dict]:
         """DELETE an object, only if it still has the `preconditions` (uid, resourceVersion) given; None when it was
-        already gone (404), else the server's answer (the object, or a Status)."""
+        already gone (404), else the server's answer (the object, or a Status). `request` names the request in errors."""
         options: Dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if preconditions:
             options["preconditions"] = dict(preconditions)
@@ -497,7 +499,7 @@ class Client:
         if dry_run:
             options["dryRun"] = ["All"]
         try:
-            return self.call("delete " + self._where(resource, name, namespace),
+            return self.call(request or "delete " + self._where(resource, name, namespace),
                              lambda: self._send("delete", self._path(resource, name, namespace), body=options,
                                                 content_type="application/json", **self._dry_run(dry_run)))
         except ApiFailure as failure:

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Reading a Descheduler installation (the ACP ModulePlugin package: a policy ConfigMap and a CronJob or
 Deployment in one namespace) from plain dicts: where it runs, its flags, the policy it reads and what that
-policy protects, its last Jobs, and the ACP ResourcePatches that change its objects.
+policy protects, its last Jobs, its Pods and their logs, and the ACP ResourcePatches that change its objects.
 
 Upstream facts used here (kubernetes-sigs/descheduler v0.36): EvictionsInBackground is a feature gate
 (`--feature-gates=EvictionsInBackground=true`), its log lines need `--v=3`; DefaultEvictor protects Pods with
@@ -17,6 +17,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any, Dict, List, Optional, Tuple
 
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.findings import finding
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import condition_true, labels, meta
 
@@ -75,6 +76,26 @@ def main_container(spec: dict) -> dict:
         if container.get("name") == APP_NAME:
             return container
     return containers[0] if containers else {}
+
+
+def container_name(kind: Optional[str], workload: Optional[dict]) -> Optional[str]:
+    """The name of the descheduler's container in the workload's Pods (the one whose log tells)."""
+    return main_container(pod_spec(kind, workload)).get("name")
+
+
+def command_args(container: dict) -> List[str]:
+    """The descheduler's arguments: the command after the binary, then the args."""
+    return [str(a) for a in (container.get("command") or [])[1:] + (container.get("args") or [])]
+
+
+def workload_policy_source(kind: Optional[str], workload: Optional[dict]) -> Tuple[Optional[str], Optional[str]]:
+    """(ConfigMap name, key) the workload's descheduler reads (`policy_source` of its --policy-config-file); (None, None)
+    without a workload, a flag or a configMap volume behind it."""
+    if workload is None:
+        return None, None
+    spec = pod_spec(kind, workload)
+    container = main_container(spec)
+    return policy_source(spec, container, parse_args(command_args(container))["policy_config_file"])
 
 
 def _flag_pairs(args: List[str]) -> List[Tuple[str, Optional[str]]]:
@@ -243,6 +264,48 @@ def last_jobs(jobs: List[dict], workload: Optional[dict], limit: int = LAST_JOBS
     return result
 
 
+def owned_by(obj: dict, kind: str, owner: dict) -> bool:
+    """`obj` has an ownerReference to `owner` of `kind`: by UID when both carry one, else by name."""
+    uid, name = meta(owner).get("uid"), meta(owner).get("name")
+    return any(ref.get("kind") == kind and (ref.get("uid") == uid if uid and ref.get("uid") else ref.get("name") == name)
+               for ref in meta(obj).get("ownerReferences") or [])
+
+
+def _oldest_first(objects: List[dict]) -> List[dict]:
+    return sorted(objects, key=lambda obj: (meta(obj).get("creationTimestamp") or "", meta(obj).get("name") or ""))
+
+
+def job_pods(job: dict, pods: List[dict]) -> List[dict]:
+    """The Pods of one Job (by ownerReference or the `batch.kubernetes.io/job-name` label), oldest first."""
+    name = meta(job).get("name")
+    return _oldest_first([p for p in pods if owned_by(p, "Job", job) or labels(p).get("batch.kubernetes.io/job-name") == name])
+
+
+def workload_pods(kind: Optional[str], workload: Optional[dict], jobs: List[dict], pods: List[dict]) -> List[dict]:
+    """The descheduler's Pods, oldest first: for a CronJob those of its last Jobs (`last_jobs`), for a Deployment those
+    its `selector.matchLabels` select (none without matchLabels)."""
+    if workload is None:
+        return []
+    if kind == "CronJob":
+        owners = {job["name"] for job in last_jobs(jobs, workload)}
+        mine = [p for p in pods if any(r.get("kind") == "Job" and r.get("name") in owners for r in meta(p).get("ownerReferences") or [])]
+    else:
+        wanted = (((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
+        mine = [p for p in pods if wanted and all(labels(p).get(k) == v for k, v in wanted.items())]
+    return _oldest_first(mine)
+
+
+def pod_log_records(pod: dict, text: Optional[str]) -> List[dict]:
+    """A descheduler Pod's log as klog records, each with its `pod` (name); the year of the lines is the one nearest the
+    Pod's start."""
+    name = meta(pod).get("name")
+    reference = klog.parse_time((pod.get("status") or {}).get("startTime") or meta(pod).get("creationTimestamp"))
+    records = klog.parse_lines((text or "").splitlines(), reference=reference)
+    for record in records:
+        record["pod"] = name
+    return records
+
+
 # ------------------------------------------------------------------------------------------ ACP
 def patches_touching(resource_patches: List[dict], targets: List[Tuple[str, str, str]]) -> List[dict]:
     """ResourcePatches whose `spec.target` is one of (kind, namespace, name)."""
@@ -298,8 +361,7 @@ def descheduler_facts(namespace: str, name: str, cronjobs: List[dict], deploymen
         return result
     spec = pod_spec(kind, workload)
     container = main_container(spec)
-    args = [str(a) for a in (container.get("command") or [])[1:] + (container.get("args") or [])]
-    flags = parse_args(args)
+    flags = parse_args(command_args(container))
     result.update(args=list(container.get("args") or []), feature_gates=flags["feature_gates"],
                   evictions_in_background=flags["evictions_in_background"], verbosity=flags["verbosity"], dry_run=flags["dry_run"],
                   descheduling_interval=flags["descheduling_interval"], policy_config_file=flags["policy_config_file"],

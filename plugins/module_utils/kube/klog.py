@@ -205,8 +205,8 @@ def _pod_ref(value: Any) -> dict:
 
 
 def run_summary(records: Iterable[dict]) -> Dict[str, Any]:
-    """What one descheduling cycle did, from its parsed lines (the rebalance page's `grep -E 'classified|removablePods|
-    Eviction in background|Number of evictions'` and the early exits): node classification, removable Pods per node,
+    """What one descheduling cycle did, from its parsed lines (the `grep -E 'classified|removablePods|Eviction in background|
+    Number of evictions'` of the rebalance procedure, Validate Rebalancing, step 3, and the early exits): node classification, removable Pods per node,
     evictions requested in the background or refused, the totals, why it stopped, and the error lines."""
     summary: Dict[str, Any] = {"classification": [], "pods_on_node": [], "background_evictions": [], "already_requested": [],
                                "failed_evictions": [], "evicted": [], "totals": None, "stop_reason": None, "nothing_to_do": False,
@@ -266,7 +266,7 @@ SWAP_ADVICE = ("The thresholds are too close together for the size of the worklo
 
 def category_swaps(before: Iterable[dict], after: Iterable[dict]) -> List[dict]:
     """Nodes classified overutilized in one run and underutilized in the next (or the reverse), from two `classification`
-    lists, with the rebalance page's advice."""
+    lists, with the advice of the rebalance procedure (Validate Rebalancing)."""
     earlier = {item.get("node"): item for item in before or [] if isinstance(item, dict)}
     swaps = []
     for item in after or []:

@@ -8,6 +8,7 @@ init container, plus the Pod overhead."""
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 import re
 from typing import Any, Dict, Optional
@@ -37,10 +38,20 @@ def parse_quantity(value: Any) -> decimal.Decimal:
 
 def amount(resource: str, value: Any) -> int:
     """cpu in millicores, memory (and anything else) in whole units, rounded up as the API server does."""
+    if isinstance(value, str):
+        return _amount_of_text(resource, value)
+    return _amount(resource, value)
+
+
+def _amount(resource: str, value: Any) -> int:
     quantity = parse_quantity(value)
     if resource == "cpu":
         quantity *= 1000
     return int(math.ceil(quantity))
+
+
+# a cluster's Pods repeat a few request strings ("100m", "1Gi") thousands of times: parse each once
+_amount_of_text = functools.lru_cache(maxsize=1024)(_amount)
 
 
 def _add(total: Dict[str, int], requests: Optional[dict]) -> None:

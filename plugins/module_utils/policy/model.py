@@ -4,7 +4,7 @@
 """The DeschedulerPolicy (`descheduler/v1alpha2`) as data: its known fields (the real decoder silently drops
 unknown or mis-cased keys, so the schema here is what catches a typo), the registered plugins and their
 extension points, loading a policy from a dict or YAML text, comparing two policies, and YAML output in the
-layout of the rebalance page."""
+layout of the rebalance procedure's verification policy (Configure a Bounded VM Rebalance Policy)."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def merge_profile(existing: Optional[dict], profile: dict, top_level: dict) -> d
 
 # ------------------------------------------------------------------------------------------ YAML
 class _Quoted(str):
-    """A string written in double quotes, as the page writes apiVersion, kind and nodeSelector."""
+    """A string written in double quotes, as the rebalance procedure writes apiVersion, kind and nodeSelector."""
 
 
 if HAS_YAML:
@@ -163,6 +163,6 @@ def _for_dump(policy: dict) -> dict:
 
 
 def dump_policy(policy: dict) -> str:
-    """The policy as YAML text in the page's layout: keys in the given order, lists not indented under their
+    """The policy as YAML text in the rebalance procedure's layout: keys in the given order, lists not indented under their
     key, apiVersion, kind and nodeSelector in double quotes."""
     return yaml.dump(_for_dump(policy), Dumper=PolicyDumper, sort_keys=False, default_flow_style=False, width=1000)

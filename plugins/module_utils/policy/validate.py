@@ -6,7 +6,7 @@
 Three sets of rules:
 - the schema: unknown or mis-cased keys (the descheduler's decoder silently drops them), types, names;
 - upstream validation (descheduler v0.36), with its messages verbatim;
-- the rebalance page's rules for a profile that moves VMs: `PodsWithLocalStorage` stays disabled,
+- the rebalance procedure's rules for a profile that moves VMs: `PodsWithLocalStorage` stays disabled,
   `PodsWithPVC` not in `extraEnabled`, a non-empty label selector, thresholds below target thresholds by a
   minimum gap, eviction limits set and not above KubeVirt's parallel migration limits, and a node selector
   that leaves control-plane nodes out.
@@ -353,7 +353,7 @@ def validate_policy(policy: dict, vm_profiles: Sequence[str] = (), min_gap: int 
                     nodes: Optional[List[dict]] = None) -> Tuple[List[dict], List[dict]]:
     """Every problem of `policy` (errors) and what to know about it (findings).
 
-    `vm_profiles` are the profiles that move VMs (the page's rules apply to them); `migration_limits` the
+    `vm_profiles` are the profiles that move VMs (the rebalance procedure's rules apply to them); `migration_limits` the
     KubeVirt CR's limits (snake_case, upstream defaults when None); `nodes` the live nodes, for the
     control-plane check (skipped when None)."""
     check = Checker()

@@ -81,6 +81,8 @@ ARG_SPEC = {
 }
 MUTUALLY_EXCLUSIVE = [("nodes", "node_selector"), ("vm_labels", "vm_selector")]
 REQUIRED_IF = [("state", "restored", ("backup_file",))]
+# the argument spec's checks, as AnsibleModule takes them (the module and tests/integration/module_call.py pass these)
+SPEC_CHECKS = {"mutually_exclusive": [list(m) for m in MUTUALLY_EXCLUSIVE], "required_if": [list(r) for r in REQUIRED_IF]}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,30 +5,35 @@
 
 A run is the next Job the CronJob schedules after the start (`wait`), a Job created from the CronJob's jobTemplate as
 `kubectl create job --from=cronjob/<name>` does (`create`), or, for a Descheduler that runs as a Deployment, the next
-complete descheduling cycle in its Pod's log. Jobs and Pods are waited for by list + watch (watching.py); the log is
+complete descheduling cycle in its Pod's log. Jobs and Pods are waited for by list + watch (k8s.watch); the log is
 read when the Job's Pod has finished. A Job Pod that ends Failed decides the run at once: the descheduler exits 1 on a
 policy it rejects, and the Job's retries read the same ConfigMap, so waiting for `backoffLimit` tells nothing new.
 A Deployment's log has no watch (pods/log without follow), so that one case reads the log every few seconds.
+The installation (workload, Pods, logs) is read through `cluster.descheduler.DeschedulerInstallation`. In check mode
+the Job is sent with server-side dry run (validated and admitted, not stored) and nothing is waited for.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import random
 import string
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Connection
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.cron import Schedule
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption, RunFailed
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import labels, meta
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import meta
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 
-RUN_ARG_SPEC = {
+ARG_SPEC = {
     "descheduler_namespace": {"type": "str", "default": "descheduler"},
     "descheduler_name": {"type": "str", "default": "descheduler"},
     "trigger": {"type": "str", "choices": ["auto", "create", "wait"], "default": "auto"},
@@ -38,28 +43,49 @@ RUN_ARG_SPEC = {
 }
 MANUAL_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 SUFFIX_CHARS = string.ascii_lowercase + string.digits
-LOG_TAIL_LINES = 5000
 DEPLOYMENT_LOG_INTERVAL = 2.0
 PROCESS_FAILED = ("failed to run descheduler server", "command failed")
 
 
 # ------------------------------------------------------------------------------------------ options
-def validate(params: dict) -> dict:
-    namespace = params.get("descheduler_namespace") or "descheduler"
+@dataclasses.dataclass(frozen=True)
+class DeschedulerRunOptions(ModuleOptions):
+    """The options of descheduler_run, as ARG_SPEC parses them."""
+    descheduler_namespace: str
+    descheduler_name: str
+    trigger: str
+    job_name: Optional[str]
+    timeout: int
+    previous_run: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """What a run uses, from the options (`settings`)."""
+    namespace: str
+    name: str
+    trigger: str
+    job_name: Optional[str]
+    timeout: int
+    previous: Optional[List[dict]]
+
+
+def settings(options: DeschedulerRunOptions) -> RunSettings:
+    """The options checked (names, timeout, job_name with the trigger), and the classification of the previous run."""
+    namespace = options.descheduler_namespace
     if not is_dns_label(namespace):
         raise InvalidOption("{0!r} is not a valid namespace name".format(namespace), "Use the namespace of the Descheduler (descheduler).",
                             path="descheduler_namespace")
-    timeout = params.get("timeout") if params.get("timeout") is not None else 600
-    if timeout <= 0:
+    if options.timeout <= 0:
         raise InvalidOption("must be more than 0 seconds", "Give how long a run may take, from the start to its log, e.g. 600.", path="timeout")
-    job_name = params.get("job_name")
+    job_name = options.job_name
     if job_name and (not is_dns_label(job_name) or len(job_name) > 63):
         raise InvalidOption("{0!r} is not a valid Job name".format(job_name), "Use lower-case letters, digits and '-', at most 63 characters.",
                             path="job_name")
-    if job_name and params.get("trigger") == "wait":
+    if job_name and options.trigger == "wait":
         raise InvalidOption("job_name names a Job to create", "Use trigger=create (or auto), or leave job_name unset.", path="job_name")
-    return {"namespace": namespace, "name": params.get("descheduler_name") or "descheduler", "trigger": params.get("trigger") or "auto",
-            "job_name": job_name, "timeout": timeout, "previous": previous_classification(params.get("previous_run"))}
+    return RunSettings(namespace=namespace, name=options.descheduler_name, trigger=options.trigger, job_name=job_name,
+                       timeout=options.timeout, previous=previous_classification(options.previous_run))
 
 
 def previous_classification(previous: Any) -> Optional[List[dict]]:
@@ -124,18 +150,6 @@ def manual_job_name(cronjob_name: str, rng: Optional[random.Random] = None) -> s
     return "{0}-manual-{1}".format(cronjob_name[:63 - len("-manual-") - 5].rstrip("-"), suffix)
 
 
-def owned_by(obj: dict, kind: str, owner: dict) -> bool:
-    uid, name = meta(owner).get("uid"), meta(owner).get("name")
-    return any(ref.get("kind") == kind and (ref.get("uid") == uid if uid and ref.get("uid") else ref.get("name") == name)
-               for ref in meta(obj).get("ownerReferences") or [])
-
-
-def job_pods(job: dict, pods: List[dict]) -> List[dict]:
-    name = meta(job).get("name")
-    mine = [p for p in pods if owned_by(p, "Job", job) or labels(p).get("batch.kubernetes.io/job-name") == name]
-    return sorted(mine, key=lambda p: (meta(p).get("creationTimestamp") or "", meta(p).get("name") or ""))
-
-
 def job_outcome(job: dict, pods: List[dict]) -> Optional[Tuple[str, Optional[dict]]]:
     """(`Complete` or `Failed`, the Pod whose log tells) once decided, else None. A Complete Job is decided when its
     succeeded Pod is seen too (the Job's status may arrive before the Pod's); a Failed one also without Pods (a deadline)."""
@@ -178,56 +192,57 @@ def process_failed(records: List[dict]) -> bool:
 class Run:
     """One run against the cluster; `execute()` returns the module result or raises a RebalanceError."""
 
-    def __init__(self, params: dict, connection: Optional[Connection] = None, check_mode: bool = False,
+    def __init__(self, run_settings: RunSettings, client: Client, check_mode: bool = False,
                  clock: Callable[[], float] = time.monotonic, now: Optional[Callable[[], datetime.datetime]] = None,
                  sleep: Callable[[float], Any] = time.sleep) -> None:
-        self.options = validate(params)
-        self.connection = connection or Connection.from_params(params)
+        self.settings = run_settings
+        self.client = client
+        self.installation = DeschedulerInstallation(client, run_settings.namespace, run_settings.name)
         self.check_mode = check_mode
         self.clock = clock
         self.now = now or (lambda: datetime.datetime.now(datetime.timezone.utc))
         self.sleep = sleep
         self.started = clock()
-        self.deadline = self.started + self.options["timeout"]
-        self.kinds: Dict[Tuple[str, str], Any] = {}
+        self.deadline = self.started + run_settings.timeout
+        self.kinds: Dict[str, Any] = {}
         self.watch_stats: Optional[dict] = None
 
-    # ---------------------------------------------------------------------------------- helpers
-    def _list(self, kind: str, group: str, **kwargs: Any) -> List[dict]:
-        resource = self.kinds.get((kind, group))
-        return self.connection.list(resource, namespace=self.options["namespace"], **kwargs) if resource is not None else []
-
-    def _log(self, pod: dict, container: Optional[str]) -> List[dict]:
-        name = meta(pod).get("name")
-        text = self.connection.pod_log(self.options["namespace"], name, container=container, tail_lines=LOG_TAIL_LINES)
-        reference = klog.parse_time((pod.get("status") or {}).get("startTime") or meta(pod).get("creationTimestamp"))
-        return klog.parse_lines((text or "").splitlines(), reference=reference)
-
     def _where(self, kind: str, workload: dict) -> str:
-        return "{0} {1}/{2}".format(kind, self.options["namespace"], meta(workload).get("name"))
+        return "{0} {1}/{2}".format(kind, self.settings.namespace, meta(workload).get("name"))
+
+    def _create(self, job: dict, dry_run: bool = False) -> dict:
+        """POST the Job (with `dry_run`, validated and admitted by the API server, not stored); the server's answer."""
+        try:
+            return self.client.create(self.kinds["Job"], job, namespace=self.settings.namespace, dry_run=dry_run)
+        except ApiFailure as failure:
+            if failure.status == 409:
+                raise RunFailed("Job {0}/{1} already exists".format(self.settings.namespace, meta(job).get("name")),
+                                "Give another job_name, or leave it unset.", path="job_name") from failure
+            raise
 
     # ---------------------------------------------------------------------------------- main
     def execute(self) -> dict:
-        self.kinds = self.connection.find_kinds([("CronJob", "batch"), ("Deployment", "apps"), ("Job", "batch"), ("Pod", "")])
-        kind, workload = desched.find_workload(self._list("CronJob", "batch"), self._list("Deployment", "apps"), self.options["name"])
+        self.kinds = self.installation.kinds()
+        kind, workload = self.installation.workload()
         if workload is None:
             raise RunFailed("no CronJob or Deployment labelled {0}={1} or named {2} in namespace {3}".format(
-                desched.APP_LABEL, desched.APP_NAME, self.options["name"], self.options["namespace"]),
+                desched.APP_LABEL, desched.APP_NAME, self.settings.name, self.settings.namespace),
                 "Install the Descheduler plugin, or set descheduler_namespace and descheduler_name to where it runs.",
                 path="descheduler_name")
-        trigger, reason = choose_trigger(self.options["trigger"], kind, workload, self.options["timeout"], self.now())
-        container = desched.main_container(desched.pod_spec(kind, workload)).get("name")
+        trigger, reason = choose_trigger(self.settings.trigger, kind, workload, self.settings.timeout, self.now())
+        container = desched.container_name(kind, workload)
         result: Dict[str, Any] = {"changed": False, "trigger": trigger, "trigger_reason": reason, "started_at": _iso(self.now()),
-                                  "descheduler": {"namespace": self.options["namespace"], "name": meta(workload).get("name"), "kind": kind},
+                                  "descheduler": {"namespace": self.settings.namespace, "name": meta(workload).get("name"), "kind": kind},
                                   "job": None, "pod": None}
         if trigger == "create":
-            name = self.options["job_name"] or manual_job_name(meta(workload).get("name"))
+            name = self.settings.job_name or manual_job_name(meta(workload).get("name"))
             job = manual_job(workload, name)
             result["changed"] = True
-            if self.check_mode:
-                result.update(would_create=job, job={"name": name, "created": False, "manual": True, "result": None},
+            if self.check_mode:  # the API server validates the Job; nothing is stored, so there is no run to wait for
+                result.update(would_create=self._create(job, dry_run=True),
+                              job={"name": name, "created": False, "manual": True, "result": None},
                               msg="check mode: would create Job {0}/{1} from {2}".format(
-                                  self.options["namespace"], name, self._where(kind, workload)))
+                                  self.settings.namespace, name, self._where(kind, workload)))
                 return dict(result, **klog.run_summary([]), log_lines=[], category_swaps=[], waited_seconds=0.0, finished_at=_iso(self.now()))
             records, job_info, pod = self._watch_job(workload, container, create=job)
         elif kind == "CronJob":
@@ -237,49 +252,47 @@ class Run:
         summary = klog.run_summary(records)
         result.update(summary)
         result.update(job=job_info, pod=pod, log_lines=[r["line"] for r in records],
-                      category_swaps=klog.category_swaps(self.options["previous"], summary["classification"])
-                      if self.options["previous"] is not None else [],
+                      category_swaps=klog.category_swaps(self.settings.previous, summary["classification"])
+                      if self.settings.previous is not None else [],
                       waited_seconds=round(self.clock() - self.started, 3), finished_at=_iso(self.now()),
-                      api={"retries": len(self.connection.retried), "retried": self.connection.retried[-20:]})
+                      api={"retries": len(self.client.retried), "retried": self.client.retried[-20:]})
         if self.watch_stats is not None:
             result["watch"] = self.watch_stats
         if (job_info and job_info.get("result") == "Failed") or (job_info is None and process_failed(records)):
-            what = "Job {0}/{1}".format(self.options["namespace"], job_info["name"]) if job_info else "the Descheduler in Pod {0}".format(pod)
+            what = "Job {0}/{1}".format(self.settings.namespace, job_info["name"]) if job_info else "the Descheduler in Pod {0}".format(pod)
             errors = summary["errors"] or ["(no error line in the log of Pod {0})".format(pod)]
+            configmap, _key = self.installation.policy_source(kind, workload)
             raise RunFailed("{0} failed: {1}".format(what, " | ".join(errors)),
                             "Fix the policy in ConfigMap {0}/{1} (the CronJob keeps retrying the failed Job until the policy is fixed), "
-                            "or restore the backup.".format(self.options["namespace"], self.options["name"]),
+                            "or restore the backup.".format(self.settings.namespace, configmap),
                             path="descheduler run", run=result)
         return result
 
     # ---------------------------------------------------------------------------------- CronJob
     def _watch_job(self, cronjob: dict, container: Optional[str], create: Optional[dict] = None) -> Tuple[List[dict], dict, Optional[str]]:
-        namespace = self.options["namespace"]
-        watchset = WatchSet(self.connection, [Stream("jobs", self.kinds[("Job", "batch")], namespace),
-                                              Stream("pods", self.kinds[("Pod", "")], namespace)], self.deadline, clock=self.clock)
+        namespace = self.settings.namespace
+        watchset = WatchSet(self.client, [Stream("jobs", self.kinds["Job"], namespace), Stream("pods", self.kinds["Pod"], namespace)],
+                            self.deadline, clock=self.clock)
         watchset.start()
         known = {name for _ns, name in watchset.cache["jobs"]}
         wanted = None
         if create is not None:
             wanted = meta(create).get("name")
             try:
-                self.connection.create(self.kinds[("Job", "batch")], create, namespace=namespace)
-            except ApiFailure as failure:
+                self._create(create)
+            except Exception:
                 watchset.stop()
-                if failure.status == 409:
-                    raise RunFailed("Job {0}/{1} already exists".format(namespace, wanted), "Give another job_name, or leave it unset.",
-                                    path="job_name") from failure
                 raise
         state: Dict[str, Any] = {"job": None, "outcome": None}
 
         def decided(ws: WatchSet) -> bool:
             jobs = [j for j in ws.objects("jobs") if (meta(j).get("name") == wanted if wanted else
-                                                      owned_by(j, "CronJob", cronjob) and meta(j).get("name") not in known)]
+                                                      desched.owned_by(j, "CronJob", cronjob) and meta(j).get("name") not in known)]
             jobs.sort(key=lambda j: (meta(j).get("creationTimestamp") or "", meta(j).get("name") or ""))
             if not jobs:
                 return False
             state["job"] = jobs[0]
-            state["outcome"] = job_outcome(jobs[0], job_pods(jobs[0], ws.objects("pods")))
+            state["outcome"] = job_outcome(jobs[0], desched.job_pods(jobs[0], ws.objects("pods")))
             return state["outcome"] is not None
 
         try:
@@ -290,10 +303,10 @@ class Run:
         job = state["job"]
         if not finished:
             if job is None:
-                raise RunFailed("no new Job of {0} within {1}s".format(self._where("CronJob", cronjob), self.options["timeout"]),
+                raise RunFailed("no new Job of {0} within {1}s".format(self._where("CronJob", cronjob), self.settings.timeout),
                                 "Raise timeout to more than the schedule's interval ({0!r}), or use trigger=create.".format(
                                     (cronjob.get("spec") or {}).get("schedule")), path="timeout")
-            problem = "Job {0}/{1} still {2} after {3}s".format(namespace, meta(job).get("name"), desched.job_result(job), self.options["timeout"])
+            problem = "Job {0}/{1} still {2} after {3}s".format(namespace, meta(job).get("name"), desched.job_result(job), self.settings.timeout)
             raise RunFailed(problem, "Check the Job's Pod (kubectl -n {0} describe job {1}), or raise timeout.".format(namespace, meta(job).get("name")),
                             path="timeout")
         outcome, pod = state["outcome"][0], state["outcome"][1]
@@ -302,21 +315,20 @@ class Run:
                 "manual": (meta(job).get("annotations") or {}).get(MANUAL_ANNOTATION) == "manual", "result": outcome,
                 "created_at": meta(job).get("creationTimestamp"), "start_time": status.get("startTime"),
                 "completion_time": status.get("completionTime"), "failed_pods": status.get("failed") or 0}
-        records = self._log(pod, container) if pod is not None else []
+        records = self.installation.log(pod, container) if pod is not None else []
         return records, info, meta(pod).get("name") if pod else None
 
     # ---------------------------------------------------------------------------------- Deployment
     def _deployment_cycle(self, deployment: dict, container: Optional[str]) -> Tuple[List[dict], None, Optional[str]]:
-        wanted = (((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
         baseline: Dict[str, Optional[str]] = {}
         first = True
         pod_name = None
         while True:
-            pods = [p for p in self._list("Pod", "") if wanted and all(labels(p).get(k) == v for k, v in wanted.items())
-                    and (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")]
+            pods = [p for p in self.installation.pods("Deployment", deployment)
+                    if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")]
             for pod in pods:
                 name = meta(pod).get("name")
-                records = self._log(pod, container)
+                records = self.installation.log(pod, container)
                 if first or name not in baseline:
                     if first:
                         baseline[name] = records[-1]["line"] if records else None
@@ -330,14 +342,19 @@ class Run:
                     return fresh, None, name
             first = False
             if self.clock() >= self.deadline:
-                problem = "no complete descheduling cycle of {0} within {1}s".format(self._where("Deployment", deployment), self.options["timeout"])
+                problem = "no complete descheduling cycle of {0} within {1}s".format(self._where("Deployment", deployment), self.settings.timeout)
                 raise RunFailed(problem, "Raise timeout to more than --descheduling-interval, and check the Pod{0}.".format(
                     " " + pod_name if pod_name else "s"), path="timeout")
             self.sleep(min(DEPLOYMENT_LOG_INTERVAL, max(0.0, self.deadline - self.clock())))
 
 
-def run(params: dict, check_mode: bool = False, connection: Optional[Connection] = None) -> dict:
-    return Run(params, connection=connection, check_mode=check_mode).execute()
+def run(options: DeschedulerRunOptions, check_mode: bool, client: Optional[Client] = None, clock: Callable[[], float] = time.monotonic,
+        now: Optional[Callable[[], datetime.datetime]] = None, sleep: Callable[[float], Any] = time.sleep) -> dict:
+    """The module's entry: the options checked before any request, then one run observed (the client's deadline covers
+    the run's timeout on top of api_timeout)."""
+    run_settings = settings(options)
+    client = client or Client.from_options(options.connection, extra_timeout=run_settings.timeout)
+    return Run(run_settings, client, check_mode=check_mode, clock=clock, now=now, sleep=sleep).execute()
 
 
 def _iso(when: datetime.datetime) -> str:

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`kubevirt_node_drain`: evacuate a node's VMs the way KubeVirt means it, with a preflight before any change.
 
-- `state: drained`: read the eviction facts (facts.gather_eviction_facts) and the node's Pods, decide the
+- `state: drained`: read the eviction facts (kubevirt_eviction_facts.read_facts) and the node's Pods, decide the
   preflight (drain_plan), refuse what the policy options do not allow, cordon, then evict: the shutdowns and
   other Pods at once, the live migrations at most `concurrency` at a time (KubeVirt's
   parallelOutboundMigrationsPerNode and parallelMigrationsPerCluster). KubeVirt's 429 `Eviction triggered
@@ -14,23 +14,28 @@
   for evacuation is waited for, not evicted again).
 - `state: uncordon`: the node becomes schedulable again.
 - `state: safe_to_shutdown`: read-only: no VMI runs on the node any more; the other Pods are listed.
+
+Check mode changes nothing: the preflight is read as in a run, and the cordon (or uncordon) that a run would
+send goes to the API server as a dry run, so that validation and admission answer; no Pod is evicted (a dry-run
+eviction of a launcher would still ask KubeVirt's eviction webhook, which acts on the VMI).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import drain_plan as plan
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import ApiException, Connection, auth_params, classify
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import gather_eviction_facts
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client, Failure
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import Scope, read_facts
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_subdomain
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 
-DRAIN_ARG_SPEC = {
+ARG_SPEC = {
     "node": {"type": "str", "required": True},
     "state": {"type": "str", "choices": ["drained", "uncordon", "safe_to_shutdown"], "default": "drained"},
     "pods": {"type": "str", "choices": ["launchers", "all"], "default": "launchers"},
@@ -45,90 +50,81 @@ DRAIN_ARG_SPEC = {
     "timeout": {"type": "int", "default": 600},
 }
 PROGRESS_MARKERS = ("Eviction triggered evacuation", "Evacuation in progress")
-FACTS_INCLUDE = ["cluster", "nodes", "vmis"]
+FACTS_INCLUDE = ("cluster", "nodes", "vmis")
+
+
+@dataclasses.dataclass(frozen=True)
+class KubevirtNodeDrainOptions(ModuleOptions):
+    """The options of `kubevirt_node_drain` as the module parsed them (defaults are the spec's)."""
+    node: str
+    state: str
+    pods: str
+    ignore_daemonsets: bool
+    delete_emptydir_data: bool
+    force: bool
+    allow_shutdown: bool
+    allow_loss: bool
+    allow_blocked: bool
+    require_capacity: bool
+    max_parallel: Optional[int]
+    timeout: int
 
 
 # ------------------------------------------------------------------------------------------ options
-def validate(params: dict) -> dict:
-    node = (params.get("node") or "").strip()
+def validate(options: KubevirtNodeDrainOptions) -> KubevirtNodeDrainOptions:
+    """The options checked before any request (InvalidOption names the option), the node name stripped."""
+    node = (options.node or "").strip()
     if not is_dns_subdomain(node):
         raise InvalidOption("{0!r} is not a valid node name".format(node), "Give the node's name as kubectl get nodes shows it.", path="node")
-    if (params.get("timeout") or 0) <= 0:
+    if options.timeout is None or options.timeout <= 0:
         raise InvalidOption("must be more than 0 seconds", "Give how long the whole drain may take, e.g. 600.", path="timeout")
-    if params.get("max_parallel") is not None and params["max_parallel"] < 1:
+    if options.max_parallel is not None and options.max_parallel < 1:
         raise InvalidOption("must be 1 or more", "Give how many live migrations may run at once, or leave it unset for KubeVirt's limits.",
                             path="max_parallel")
-    options = {name: params.get(name, spec.get("default")) for name, spec in DRAIN_ARG_SPEC.items()}
-    options["node"] = node
-    return options
+    return dataclasses.replace(options, node=node)
 
 
-def connect(params: dict, options: dict) -> Connection:
-    """The connection's deadline covers the whole wait plus the usual api_timeout for the reads."""
-    return Connection(auth_params(params), retries=params.get("api_retries", 5),
-                      timeout=(params.get("api_timeout") or 120) + options["timeout"])
+def is_eviction_answer(failure: Failure) -> bool:
+    """KubeVirt's and the PDB check's refusals, a Pod already gone (404) and the multiple-PDBs 500 are decisions that go
+    back to the drain, never retried; a plain 429 (server overload), other 5xx and dropped connections are retried."""
+    known = failure.status == 429 and (kv.WEBHOOK in failure.message or kv.PDB_VIOLATION in failure.message)
+    return known or failure.status == 404 or (failure.status == 500 and kv.MULTIPLE_PDBS in failure.message)
 
 
 # ------------------------------------------------------------------------------------------ API edge
 class NodeApi:
     """The few writes of a drain: cordon/uncordon, evictions; and the reads of the node's Pods."""
 
-    def __init__(self, connection: Connection) -> None:
-        self.connection = connection
-        self.pods = connection.require_kind("Pod", "")
-        self.nodes = connection.require_kind("Node", "")
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.pods = client.require_kind("Pod", "")
+        self.nodes = client.require_kind("Node", "")
         self.evictions = {"requests": 0, "responses": {}}
 
     def node(self, name: str) -> Optional[dict]:
-        try:
-            return self.connection.request_json(self.nodes.path(name=name), "get node {0}".format(name))
-        except ApiFailure as failure:
-            if failure.status == 404:
-                return None
-            raise
+        return self.client.get(self.nodes, name)
 
     def pods_on(self, node: str) -> List[dict]:
-        return self.connection.list(self.pods, field_selector="spec.nodeName={0}".format(node))
+        return self.client.list(self.pods, field_selector="spec.nodeName={0}".format(node))
 
-    def set_unschedulable(self, node: str, value: bool) -> dict:
-        def patch() -> Any:
-            response = self.connection.client.client.request(
-                "patch", self.nodes.path(name=node), body={"spec": {"unschedulable": value or None}},
-                content_type="application/merge-patch+json", serialize=False, _request_timeout=max(0.001, self.connection.remaining()))
-            data = getattr(response, "data", response)
-            return json.loads(data) if isinstance(data, (bytes, str)) else data
-        return self.connection.call("{0} node {1}".format("cordon" if value else "uncordon", node), patch)
-
-    def _post_eviction(self, namespace: str, name: str) -> dict:
-        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        try:
-            self.connection.client.client.request("post", self.pods.path(name=name, namespace=namespace) + "/eviction", body=body,
-                                                  content_type="application/json", serialize=False,
-                                                  _request_timeout=max(0.001, self.connection.remaining()))
-            return {"code": 201, "message": "evicted"}
-        except ApiException as error:
-            failure = classify(error)
-            if failure is None:
-                raise
-            # KubeVirt's and the PDB check's answers are decisions, not overload: they go back to the caller, never retried here
-            known = failure.status == 429 and (kv.WEBHOOK in failure.message or kv.PDB_VIOLATION in failure.message)
-            if known or failure.status == 404 or (failure.status == 500 and kv.MULTIPLE_PDBS in failure.message):
-                return {"code": failure.status, "message": failure.message}
-            raise  # a plain 429 (server overload), 5xx or a dropped connection: the connection retries it
+    def set_unschedulable(self, node: str, value: bool, dry_run: bool = False) -> dict:
+        """Cordon or uncordon (a merge patch of spec.unschedulable); the node as stored, or as it would be with `dry_run`."""
+        return self.client.patch(self.nodes, node, {"spec": {"unschedulable": value or None}}, dry_run=dry_run,
+                                 request="{0} node {1}".format("cordon" if value else "uncordon", node))
 
     def evict(self, namespace: str, name: str) -> dict:
         self.evictions["requests"] += 1
-        answer = self.connection.call("evict pod {0}/{1}".format(namespace, name), self._post_eviction, namespace, name)
+        answer = self.client.evict(namespace, name, is_answer=is_eviction_answer)
         key = str(answer["code"])
         self.evictions["responses"][key] = self.evictions["responses"].get(key, 0) + 1
         return answer
 
 
 # ------------------------------------------------------------------------------------------ preflight
-def read_preflight(connection: Connection, api: NodeApi, options: dict) -> dict:
+def read_preflight(client: Client, api: NodeApi, options: KubevirtNodeDrainOptions) -> dict:
     """Everything the drain decides on, read in a constant number of requests."""
-    node = options["node"]
-    facts = gather_eviction_facts({"include": FACTS_INCLUDE}, connection)
+    node = options.node
+    facts = read_facts(client, Scope(include=FACTS_INCLUDE))
     node_fact = next((n for n in facts.get("nodes") or [] if n["name"] == node), None)
     if node_fact is None:
         raise InvalidOption("node {0!r} not found".format(node), "Give a node that kubectl get nodes lists.", path="node")
@@ -138,7 +134,8 @@ def read_preflight(connection: Connection, api: NodeApi, options: dict) -> dict:
     by_name = {kv.ref(p): p for p in pods}
     vm_facts = [f for f in facts.get("vmis") or [] if plan.vmi_on_node(f, node)]
     vms = [plan.vm_plan(f, by_name.get((f["namespace"], (f.get("launcher") or {}).get("name") or ""))) for f in vm_facts]
-    pod_plan = plan.classify_pods(pods, options)
+    pod_plan = plan.classify_pods(pods, all_pods=options.pods == "all", ignore_daemonsets=options.ignore_daemonsets,
+                                  delete_emptydir_data=options.delete_emptydir_data, force=options.force)
     launcher_keys = {"{0}/{1}".format(vm["namespace"], vm["launcher"]) for vm in vms if vm["launcher"]}
     pod_plan["other"] = [key for key in pod_plan["evict"] if key not in launcher_keys]
     room = plan.capacity(facts.get("nodes") or [], node, vms)
@@ -150,8 +147,9 @@ def read_preflight(connection: Connection, api: NodeApi, options: dict) -> dict:
         "findings": [f for f in facts.get("findings") or [] if f.get("kind") != "PodDisruptionBudget"
                      and any(f.get("name") == vm["name"] and f.get("namespace") == vm["namespace"] for vm in vms)],
         "limits": {k: limits.get(k) for k in ("parallel_migrations_per_cluster", "parallel_outbound_migrations_per_node")},
-        "concurrency": plan.concurrency(limits, options.get("max_parallel")),
-        "problems": plan.problems(vms, pod_plan, room, options),
+        "concurrency": plan.concurrency(limits, options.max_parallel),
+        "problems": plan.problems(vms, pod_plan, room, allow_loss=options.allow_loss, allow_shutdown=options.allow_shutdown,
+                                  allow_blocked=options.allow_blocked, require_capacity=options.require_capacity),
         "raw_pods": pods,
     }
 
@@ -160,11 +158,10 @@ def read_preflight(connection: Connection, api: NodeApi, options: dict) -> dict:
 class Drain:
     """The event-driven part: evict within the limits, follow each VM to its result."""
 
-    def __init__(self, connection: Connection, api: NodeApi, options: dict, pre: dict, clock: Callable[[], float]) -> None:
-        self.connection = connection
+    def __init__(self, client: Client, api: NodeApi, node: str, pre: dict, clock: Callable[[], float]) -> None:
+        self.client = client
         self.api = api
-        self.options = options
-        self.node = options["node"]
+        self.node = node
         self.pre = pre
         self.clock = clock
         self.items: List[dict] = []
@@ -183,8 +180,8 @@ class Drain:
 
     # ------------------------------------------------------------------------------------ streams
     def streams(self) -> List[Stream]:
-        found = self.connection.find_kinds([("VirtualMachineInstance", "kubevirt.io"), ("VirtualMachineInstanceMigration", "kubevirt.io"),
-                                            ("PodDisruptionBudget", "policy")])
+        found = self.client.find_kinds([("VirtualMachineInstance", "kubevirt.io"), ("VirtualMachineInstanceMigration", "kubevirt.io"),
+                                        ("PodDisruptionBudget", "policy")])
         result = [Stream("pods", self.api.pods, field_selector="spec.nodeName={0}".format(self.node))]
         for name, kind, group in (("vmis", "VirtualMachineInstance", "kubevirt.io"), ("vmims", "VirtualMachineInstanceMigration", "kubevirt.io"),
                                   ("pdbs", "PodDisruptionBudget", "policy")):
@@ -251,7 +248,7 @@ class Drain:
             self.pdb_waiting = True
 
     def run(self, deadline: float) -> dict:
-        ws = WatchSet(self.connection, self.streams(), deadline, clock=self.clock, observe=self.observe)
+        ws = WatchSet(self.client, self.streams(), deadline, clock=self.clock, observe=self.observe)
         ws.start()
         # failed migrations from before this run are history, not this run's result
         self.seen_failures = {kv.meta(m).get("name") for m in ws.objects("vmims") if (m.get("status") or {}).get("phase") == "Failed"}
@@ -312,44 +309,47 @@ def summarize(results: List[dict]) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ states
-def run(params: dict, check_mode: bool, connection: Optional[Connection] = None, clock: Callable[[], float] = time.monotonic) -> dict:
-    options = validate(params)
+def run(options: KubevirtNodeDrainOptions, check_mode: bool, client: Optional[Client] = None,
+        clock: Callable[[], float] = time.monotonic) -> dict:
+    """The module's entry. The client's deadline covers the reads (api_timeout) plus the whole drain (timeout)."""
+    options = validate(options)
     started = clock()
-    connection = connection or connect(params, options)
-    api = NodeApi(connection)
-    if options["state"] == "uncordon":
-        return uncordon(api, options, check_mode)
-    if options["state"] == "safe_to_shutdown":
-        return check_safe(connection, api, options)
-    return drained(connection, api, options, check_mode, started, clock)
+    client = client or Client.from_options(options.connection, extra_timeout=options.timeout)
+    api = NodeApi(client)
+    if options.state == "uncordon":
+        return uncordon(api, options.node, check_mode)
+    if options.state == "safe_to_shutdown":
+        return check_safe(client, api, options.node)
+    return drained(client, api, options, check_mode, started, clock)
 
 
-def uncordon(api: NodeApi, options: dict, check_mode: bool) -> dict:
-    node = api.node(options["node"])
+def uncordon(api: NodeApi, name: str, check_mode: bool) -> dict:
+    node = api.node(name)
     if node is None:
-        raise InvalidOption("node {0!r} not found".format(options["node"]), "Give a node that kubectl get nodes lists.", path="node")
+        raise InvalidOption("node {0!r} not found".format(name), "Give a node that kubectl get nodes lists.", path="node")
     cordoned = bool((node.get("spec") or {}).get("unschedulable"))
-    if cordoned and not check_mode:
-        node = api.set_unschedulable(options["node"], False)
-    return {"changed": cordoned, "node": options["node"], "state": "uncordon", "was_cordoned": cordoned,
+    if cordoned:
+        node = api.set_unschedulable(name, False, dry_run=check_mode)
+    return {"changed": cordoned, "node": name, "state": "uncordon", "was_cordoned": cordoned,
             "cordoned": cordoned and check_mode, "ready": kv.condition_true(node, "Ready"),
-            "diff": {"before": {"unschedulable": cordoned}, "after": {"unschedulable": False}}}
+            "diff": {"before": {"unschedulable": cordoned}, "after": {"unschedulable": bool((node.get("spec") or {}).get("unschedulable"))}}}
 
 
-def check_safe(connection: Connection, api: NodeApi, options: dict) -> dict:
-    node = api.node(options["node"])
+def check_safe(client: Client, api: NodeApi, name: str) -> dict:
+    node = api.node(name)
     if node is None:
-        raise InvalidOption("node {0!r} not found".format(options["node"]), "Give a node that kubectl get nodes lists.", path="node")
-    vmis = connection.list_kind("VirtualMachineInstance", "kubevirt.io") or []
+        raise InvalidOption("node {0!r} not found".format(name), "Give a node that kubectl get nodes lists.", path="node")
+    vmis = client.list_kind("VirtualMachineInstance", "kubevirt.io") or []
     left = sorted("{0}/{1}".format(*kv.ref(v)) for v in vmis
-                  if (v.get("status") or {}).get("nodeName") == options["node"] and (v.get("status") or {}).get("phase") not in plan.FINAL_VMI_PHASES)
-    return {"changed": False, "node": options["node"], "state": "safe_to_shutdown", "cordoned": bool((node.get("spec") or {}).get("unschedulable")),
-            "safe_to_shutdown": safe_to_shutdown(options["node"], left, api.pods_on(options["node"]))}
+                  if (v.get("status") or {}).get("nodeName") == name and (v.get("status") or {}).get("phase") not in plan.FINAL_VMI_PHASES)
+    return {"changed": False, "node": name, "state": "safe_to_shutdown", "cordoned": bool((node.get("spec") or {}).get("unschedulable")),
+            "safe_to_shutdown": safe_to_shutdown(name, left, api.pods_on(name))}
 
 
-def drained(connection: Connection, api: NodeApi, options: dict, check_mode: bool, started: float, clock: Callable[[], float]) -> dict:
-    node = options["node"]
-    pre = read_preflight(connection, api, options)
+def drained(client: Client, api: NodeApi, options: KubevirtNodeDrainOptions, check_mode: bool, started: float,
+            clock: Callable[[], float]) -> dict:
+    node = options.node
+    pre = read_preflight(client, api, options)
     was_cordoned = bool(pre["node"].get("cordoned"))
     work = [vm for vm in pre["vms"] if vm["action"] not in ("blocked", "not_running")] + pre["pods"]["other"]
     result: Dict[str, Any] = {"node": node, "state": "drained", "was_cordoned": was_cordoned, "preflight": public_preflight(pre),
@@ -359,13 +359,17 @@ def drained(connection: Connection, api: NodeApi, options: dict, check_mode: boo
                       msg="Preflight refused to drain {0}, nothing was changed: {1}".format(node, " | ".join(p["message"] for p in pre["problems"])))
         return result
     if check_mode:
+        # the cordon a run would send goes to the server as a dry run (validation and admission answer); no eviction is sent
+        after = True
+        if not was_cordoned:
+            after = bool((api.set_unschedulable(node, True, dry_run=True).get("spec") or {}).get("unschedulable"))
         result.update(changed=not was_cordoned or bool(work), drained=False, cordoned=was_cordoned, vms=vm_results(pre, None),
-                      summary={}, diff={"before": {"unschedulable": was_cordoned}, "after": {"unschedulable": True}})
+                      summary={}, diff={"before": {"unschedulable": was_cordoned}, "after": {"unschedulable": after}})
         return result
     if not was_cordoned:
         api.set_unschedulable(node, True)
-    drain = Drain(connection, api, options, pre, clock)
-    outcome = drain.run(started + options["timeout"]) if drain.items else {"finished": True, "left_vmis": [], "pods": pre["raw_pods"], "watch": {}}
+    drain = Drain(client, api, node, pre, clock)
+    outcome = drain.run(started + options.timeout) if drain.items else {"finished": True, "left_vmis": [], "pods": pre["raw_pods"], "watch": {}}
     results = vm_results(pre, drain)
     pods = [{"namespace": i["namespace"], "name": i["name"], "result": (i["result"] or {}).get("result") or ("timeout" if i["state"] != "done" else None),
              "reason": (i["result"] or {}).get("reason") or ((i["eviction"] or {}).get("message") if i["state"] == "pdb" else None)}
@@ -381,7 +385,7 @@ def drained(connection: Connection, api: NodeApi, options: dict, check_mode: boo
         drained=not bad and all(v in blocked for v in left),
         safe_to_shutdown=safe_to_shutdown(node, left, outcome["pods"]), peak_in_flight=drain.peak_in_flight,
         evictions=api.evictions, watch=outcome["watch"], waited_seconds=round(clock() - started, 3), timed_out=not outcome["finished"],
-        api={"retries": len(connection.retried), "retried": connection.retried[-20:]})
+        api={"retries": len(client.retried), "retried": client.retried[-20:]})
     if bad:
         result["failed"] = True
         result["resume"] = ("Node {0} stays cordoned. Run the task again to continue: it reads the cluster again, waits for VMs KubeVirt is "

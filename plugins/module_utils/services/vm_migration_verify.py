@@ -2,26 +2,29 @@
 # Copyright: kubevirt_ops.rebalance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`vm_migration_verify`: record a baseline, or wait (list + watch) until the migrations of the baseline VMs are
-decided by the five pass criteria, with the trigger, the descheduler log lines and the evidence files."""
+decided by the five pass criteria (the rebalance procedure, Validate Rebalancing, step 5), with the trigger, the
+descheduler log lines and the evidence files. Both modes only read, so check mode returns the same result."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import migration as mc
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Connection
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import LAUNCHER_SELECTOR
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, parse_label_selector
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 
-VERIFY_ARG_SPEC = {
+ARG_SPEC = {
     "mode": {"type": "str", "choices": ["record", "verify"], "default": "verify"},
     "names": {"type": "list", "elements": "str"},
     "namespace": {"type": "str"},
@@ -34,10 +37,37 @@ VERIFY_ARG_SPEC = {
     "descheduler_namespace": {"type": "str", "default": "descheduler"},
     "descheduler_name": {"type": "str", "default": "descheduler"},
 }
-LOG_TAIL_LINES = 5000
+# the argument spec's checks, as AnsibleModule takes them (the module and tests/integration/module_call.py pass these)
+SPEC_CHECKS = {"required_if": [["mode", "verify", ["baseline"]]]}
 
 
 # ------------------------------------------------------------------------------------------ options
+@dataclasses.dataclass(frozen=True)
+class VmMigrationVerifyOptions(ModuleOptions):
+    """The options of vm_migration_verify, as ARG_SPEC parses them."""
+    mode: str
+    names: Optional[List[str]]
+    namespace: Optional[str]
+    label_selector: Optional[str]
+    baseline: Any
+    timeout: int
+    require_trigger: str
+    min_moved: int
+    evidence_path: Optional[str]
+    descheduler_namespace: str
+    descheduler_name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """The VMs in question: namespace, label selector, names as (namespace, name), and (mode=verify) the baseline keyed
+    `namespace/name` (`checks.migration.normalize_baseline`)."""
+    namespace: Optional[str]
+    label_selector: Optional[str]
+    names: List[Tuple[str, str]]
+    baseline: Dict[str, dict]
+
+
 def _split(name: str, namespace: Optional[str]) -> tuple:
     if "/" in name:
         ns, short = name.split("/", 1)
@@ -45,54 +75,64 @@ def _split(name: str, namespace: Optional[str]) -> tuple:
     return namespace, name
 
 
-def validate(params: dict) -> dict:
-    namespace = params.get("namespace")
+def selection(options: VmMigrationVerifyOptions) -> Selection:
+    """The options checked, in the order a person reads them, and what the mode works on: the VMs to record, or the
+    baseline to verify."""
+    namespace = options.namespace
     if namespace and not is_dns_label(namespace):
         raise InvalidOption("{0!r} is not a valid namespace name".format(namespace), "Use the namespace of the VMs.", path="namespace")
     try:
-        parse_label_selector(params.get("label_selector"))
+        parse_label_selector(options.label_selector)
     except ValueError as error:
         raise InvalidOption(str(error), "Write a Kubernetes label selector such as 'app=desched-test'.", path="label_selector") from error
     names = []
-    for index, name in enumerate(params.get("names") or []):
+    for index, name in enumerate(options.names or []):
         ns, short = _split(name, namespace)
         if not ns:
             raise InvalidOption("{0!r} has no namespace".format(name), "Give namespace, or write the name as namespace/name.",
                                 path="names[{0}]".format(index))
         names.append((ns, short))
-    if params.get("timeout") is not None and params["timeout"] <= 0:
+    if options.timeout <= 0:
         raise InvalidOption("must be more than 0 seconds", "Give how long to wait for the migrations, e.g. 600.", path="timeout")
-    if (params.get("min_moved") or 0) < 0:
-        raise InvalidOption("must be 0 or more", "Give how many of the VMs must move (the page's limits move one per cycle).", path="min_moved")
-    return {"namespace": namespace, "label_selector": params.get("label_selector") or None, "names": names}
+    if options.min_moved < 0:
+        raise InvalidOption("must be 0 or more", "Give how many of the VMs must move (the bounded policy of the rebalance procedure, "
+                            "Configure a Bounded VM Rebalance Policy, moves one per cycle).", path="min_moved")
+    baseline: Dict[str, dict] = {}
+    if options.mode == "record":
+        if not names and not options.label_selector and not namespace:
+            raise InvalidOption("record needs the VMs", "Give names, or namespace and label_selector.", path="names")
+    else:
+        if not options.baseline:
+            raise InvalidOption("verify needs the baseline", "Pass the baseline returned by mode=record, or the output of kubevirt_eviction_facts.",
+                                path="baseline")
+        baseline = mc.normalize_baseline(options.baseline)
+        if not baseline:
+            raise InvalidOption("no VM with namespace, name and node in it", "Pass the baseline returned by mode=record.", path="baseline")
+    return Selection(namespace=namespace, label_selector=options.label_selector or None, names=names, baseline=baseline)
 
 
 # ------------------------------------------------------------------------------------------ record
-def _vmi_resource(connection: Connection) -> Any:
-    return connection.require_kind("VirtualMachineInstance", "kubevirt.io", fix="Install KubeVirt on this cluster: there is nothing to verify.")
+def _vmi_resource(client: Client) -> Any:
+    return client.require_kind("VirtualMachineInstance", "kubevirt.io", fix="Install KubeVirt on this cluster: there is nothing to verify.")
 
 
-def current_vmis(connection: Connection, options: dict) -> List[dict]:
-    namespaces = sorted({pair[0] for pair in options["names"]}) or [options["namespace"]]
-    resource = _vmi_resource(connection)
+def current_vmis(client: Client, selected: Selection) -> List[dict]:
+    namespaces = sorted({pair[0] for pair in selected.names}) or [selected.namespace]
+    resource = _vmi_resource(client)
     vmis: List[dict] = []
     for namespace in namespaces:
-        vmis.extend(connection.list(resource, namespace=namespace, label_selector=options["label_selector"]))
-    if options["names"]:
-        vmis = [v for v in vmis if kv.ref(v) in options["names"]]
+        vmis.extend(client.list(resource, namespace=namespace, label_selector=selected.label_selector))
+    if selected.names:
+        vmis = [v for v in vmis if kv.ref(v) in selected.names]
     return vmis
 
 
-def record(params: dict, connection: Optional[Connection] = None) -> dict:
+def record(selected: Selection, client: Client) -> dict:
     """The baseline of the selected VMIs: {name: {namespace, name, uid, node, launcher}}."""
-    options = validate(params)
-    if not options["names"] and not options["label_selector"] and not options["namespace"]:
-        raise InvalidOption("record needs the VMs", "Give names, or namespace and label_selector.", path="names")
-    connection = connection or Connection.from_params(params)
-    vmis = current_vmis(connection, options)
+    vmis = current_vmis(client, selected)
     pods = []
     for namespace in sorted({kv.ref(v)[0] for v in vmis}):
-        pods.extend(connection.list(connection.require_kind("Pod", ""), namespace=namespace, label_selector=LAUNCHER_SELECTOR))
+        pods.extend(client.list(client.require_kind("Pod", ""), namespace=namespace, label_selector=LAUNCHER_SELECTOR))
     index = kv.index_launchers(pods)
     baseline: Dict[str, dict] = {}
     recorded_at = utc_now()
@@ -101,19 +141,19 @@ def record(params: dict, connection: Optional[Connection] = None) -> dict:
         launcher = kv.find_launcher(vmi, index.get(kv.meta(vmi).get("uid"), []))
         entry = mc.baseline_entry(vmi, kv.meta(launcher).get("name") if launcher else None, recorded_at)
         baseline["{0}/{1}".format(*kv.ref(vmi)) if clash else entry["name"]] = entry
-    missing = [n for n in options["names"] if n not in {kv.ref(v) for v in vmis}]
+    missing = [n for n in selected.names if n not in {kv.ref(v) for v in vmis}]
     return {"changed": False, "mode": "record", "baseline": baseline, "recorded_at": recorded_at,
             "missing": ["{0}/{1}".format(*n) for n in missing]}
 
 
 # ------------------------------------------------------------------------------------------ descheduler log
 class DeschedulerLog:
-    """The descheduler Job (or Deployment) Pods' logs, parsed; read again only when asked for something new."""
+    """The log of the descheduler's Pods (a CronJob's last Jobs, or the Deployment's), parsed; read again only when
+    asked for something new. The log is evidence, not a verdict: a read that fails is reported in `error`."""
 
-    def __init__(self, connection: Connection, namespace: str, name: str) -> None:
-        self.connection = connection
-        self.namespace = namespace
-        self.name = name
+    def __init__(self, installation: DeschedulerInstallation) -> None:
+        self.installation = installation
+        self.namespace = installation.namespace
         self.records: List[dict] = []
         self.reads = 0
         self.pods: List[str] = []
@@ -129,40 +169,24 @@ class DeschedulerLog:
         return self.records
 
     def _read(self) -> List[dict]:
-        found = self.connection.find_kinds([("CronJob", "batch"), ("Deployment", "apps"), ("Job", "batch"), ("Pod", "")])
-        cronjobs = self.connection.list(found[("CronJob", "batch")], namespace=self.namespace) if found[("CronJob", "batch")] else []
-        deployments = self.connection.list(found[("Deployment", "apps")], namespace=self.namespace) if found[("Deployment", "apps")] else []
-        kind, workload = desched.find_workload(cronjobs, deployments, self.name)
+        kind, workload = self.installation.workload()
         if workload is None:
             return []
-        pods = self.connection.list(found[("Pod", "")], namespace=self.namespace)
-        if kind == "CronJob":
-            jobs = self.connection.list(found[("Job", "batch")], namespace=self.namespace) if found[("Job", "batch")] else []
-            owners = {job["name"] for job in desched.last_jobs(jobs, workload)}
-            mine = [p for p in pods if any(r.get("kind") == "Job" and r.get("name") in owners for r in kv.meta(p).get("ownerReferences") or [])]
-        else:
-            wanted = (((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})
-            mine = [p for p in pods if wanted and all(kv.labels(p).get(k) == v for k, v in wanted.items())]
-        container = desched.main_container(desched.pod_spec(kind, workload)).get("name")
+        container = desched.container_name(kind, workload)
         records: List[dict] = []
         self.pods = []
-        for pod in sorted(mine, key=lambda p: kv.meta(p).get("creationTimestamp") or ""):
+        for pod in self.installation.pods(kind, workload):
             if (pod.get("status") or {}).get("phase") == "Pending":
                 continue
-            name = kv.meta(pod).get("name")
-            text = self.connection.pod_log(self.namespace, name, container=container, tail_lines=LOG_TAIL_LINES)
-            self.pods.append(name)
-            reference = klog.parse_time((pod.get("status") or {}).get("startTime") or kv.meta(pod).get("creationTimestamp"))
-            for item in klog.parse_lines((text or "").splitlines(), reference=reference):
-                item["pod"] = name
-                records.append(item)
+            records.extend(self.installation.log(pod, container))
+            self.pods.append(kv.meta(pod).get("name"))
         return records
 
 
 # ------------------------------------------------------------------------------------------ verify
-def _streams(connection: Connection, namespaces: List[str]) -> List[Stream]:
-    found = connection.find_kinds([("VirtualMachineInstance", "kubevirt.io"), ("VirtualMachineInstanceMigration", "kubevirt.io"),
-                                   ("VirtualMachine", "kubevirt.io"), ("Pod", "")])
+def _streams(client: Client, namespaces: List[str]) -> List[Stream]:
+    found = client.find_kinds([("VirtualMachineInstance", "kubevirt.io"), ("VirtualMachineInstanceMigration", "kubevirt.io"),
+                               ("VirtualMachine", "kubevirt.io"), ("Pod", "")])
     for kind in ("VirtualMachineInstance", "VirtualMachineInstanceMigration"):
         if found[(kind, "kubevirt.io")] is None:
             raise KindNotServed(kind, "kubevirt.io", fix="Install KubeVirt on this cluster: there is nothing to verify.")
@@ -176,21 +200,21 @@ def _streams(connection: Connection, namespaces: List[str]) -> List[Stream]:
     return streams
 
 
-def select_entries(baseline: Dict[str, dict], options: dict, connection: Connection) -> List[dict]:
-    entries = list(baseline.values())
-    if options["names"]:
+def select_entries(selected: Selection, client: Client) -> List[dict]:
+    entries = list(selected.baseline.values())
+    if selected.names:
         known = {(e["namespace"], e["name"]): e for e in entries}
-        missing = [n for n in options["names"] if n not in known]
+        missing = [n for n in selected.names if n not in known]
         if missing:
             raise InvalidOption("{0} not in the baseline".format(", ".join("{0}/{1}".format(*n) for n in missing)),
                                 "Record the baseline of every VM to verify (mode=record, or kubevirt_eviction_facts) before the change.",
                                 path="names")
-        entries = [known[n] for n in options["names"]]
-    elif options["namespace"]:
-        entries = [e for e in entries if e["namespace"] == options["namespace"]]
-    if options["label_selector"] and not options["names"]:
-        selected = {kv.ref(v) for v in current_vmis(connection, options)}
-        entries = [e for e in entries if (e["namespace"], e["name"]) in selected]
+        entries = [known[n] for n in selected.names]
+    elif selected.namespace:
+        entries = [e for e in entries if e["namespace"] == selected.namespace]
+    if selected.label_selector and not selected.names:
+        chosen = {kv.ref(v) for v in current_vmis(client, selected)}
+        entries = [e for e in entries if (e["namespace"], e["name"]) in chosen]
     for entry in entries:
         if not entry.get("node"):
             raise InvalidOption("{0}/{1} has no node in the baseline".format(entry["namespace"], entry["name"]),
@@ -198,22 +222,16 @@ def select_entries(baseline: Dict[str, dict], options: dict, connection: Connect
     return entries
 
 
-def verify(params: dict, connection: Optional[Connection] = None, clock=time.monotonic) -> dict:
-    options = validate(params)
+def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Client, clock: Callable[[], float] = time.monotonic) -> dict:
+    """Wait until the baseline VMs are decided (or the timeout); the verdicts, the counts and the evidence."""
     started = clock()
-    if not params.get("baseline"):
-        raise InvalidOption("verify needs the baseline", "Pass the baseline returned by mode=record, or the output of kubevirt_eviction_facts.",
-                            path="baseline")
-    baseline = mc.normalize_baseline(params["baseline"])
-    if not baseline:
-        raise InvalidOption("no VM with namespace, name and node in it", "Pass the baseline returned by mode=record.", path="baseline")
-    connection = connection or Connection.from_params(params)
-    entries = select_entries(baseline, options, connection)
+    baseline = selected.baseline
+    entries = select_entries(selected, client)
     if not entries:
         raise InvalidOption("no baseline VM matches names, namespace and label_selector", "Check the selection against the baseline.", path="names")
-    require = params.get("require_trigger") or "any"
-    min_moved = min(params.get("min_moved", 1) if params.get("min_moved") is not None else 1, len(entries))
-    timeout = params.get("timeout") or 600
+    require = options.require_trigger
+    min_moved = min(options.min_moved, len(entries))
+    timeout = options.timeout
     namespaces = sorted({e["namespace"] for e in entries})
     saw_source: Dict[tuple, bool] = {}
     keys = {(e["namespace"], e["name"]) for e in entries}
@@ -222,9 +240,9 @@ def verify(params: dict, connection: Optional[Connection] = None, clock=time.mon
         if stream.startswith("vmis/") and kv.ref(obj) in keys and mc.descheduler_source(obj):
             saw_source[kv.ref(obj)] = True
 
-    log = DeschedulerLog(connection, params.get("descheduler_namespace") or "descheduler", params.get("descheduler_name") or "descheduler")
+    log = DeschedulerLog(DeschedulerInstallation(client, options.descheduler_namespace, options.descheduler_name))
     asked_log_for: set = set()
-    watchset = WatchSet(connection, _streams(connection, namespaces), started + timeout, clock=clock, observe=observe)
+    watchset = WatchSet(client, _streams(client, namespaces), started + timeout, clock=clock, observe=observe)
     state: Dict[str, Any] = {"results": [], "decided_at": None}
 
     def evaluate_all(ws: WatchSet) -> List[dict]:
@@ -275,13 +293,24 @@ def verify(params: dict, connection: Optional[Connection] = None, clock=time.mon
         "waited_seconds": round(decided_after, 3), "verified_at": utc_now(),
         "descheduler_log": {"namespace": log.namespace, "pods": log.pods, "reads": log.reads, "error": log.error},
         "watch": dict(watchset.stats, errors=watchset.errors[-20:]),
-        "api": {"retries": len(connection.retried), "retried": connection.retried[-20:]},
+        "api": {"retries": len(client.retried), "retried": client.retried[-20:]},
     }
     for result in results:
         result.pop("baseline", None)
-    if params.get("evidence_path"):
-        output["evidence"] = write_evidence(params["evidence_path"], output)
+    if options.evidence_path:
+        output["evidence"] = write_evidence(options.evidence_path, output)
     return output
+
+
+def run(options: VmMigrationVerifyOptions, check_mode: bool, client: Optional[Client] = None,
+        clock: Callable[[], float] = time.monotonic) -> dict:
+    """The module's entry: the options checked before any request, then mode=record (the baseline) or mode=verify (the
+    verdicts; the client's deadline covers the wait's timeout on top of api_timeout). Both read only, so check mode
+    returns the same result."""
+    selected = selection(options)
+    if options.mode == "record":
+        return record(selected, client or Client.from_options(options.connection))
+    return verify(options, selected, client or Client.from_options(options.connection, extra_timeout=options.timeout), clock=clock)
 
 
 # ------------------------------------------------------------------------------------------ evidence

@@ -3,25 +3,28 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Waiting until every VirtualMachineInstanceMigration in scope is final (Succeeded or Failed).
 
-The rebalance page, "Stop and Roll Back": "Wait for all VirtualMachineInstanceMigration objects to reach
+The rebalance procedure, Stop and Roll Back: "Wait for all VirtualMachineInstanceMigration objects to reach
 Succeeded or Failed before re-enabling the CronJob." The migrations are listed once and then watched from the
-list's resourceVersion (`watching.WatchSet`); the wait ends at the first batch of events after which nothing in
-scope is unfinished, or at the deadline. A migration deleted while waiting no longer holds anything up.
+list's resourceVersion (`k8s.watch.WatchSet`); the wait ends at the first batch of events after which nothing in
+scope is unfinished, or at the deadline. A migration deleted while waiting no longer holds anything up. A wait
+writes nothing, so check mode waits as well.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Connection
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed, RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.migration import migration_record
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, parse_label_selector
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 
-WAIT_ARG_SPEC = {
+ARG_SPEC = {
     "namespaces": {"type": "list", "elements": "str", "aliases": ["namespace"]},
     "label_selector": {"type": "str"},
     "vmi_names": {"type": "list", "elements": "str"},
@@ -40,25 +43,42 @@ class MigrationsFailed(RebalanceError):
 
 
 # ------------------------------------------------------------------------------------------ options
-def validate(params: dict) -> dict:
-    """The scope: namespaces (None = all), label selector, and VMI names as (namespace or None, name)."""
-    namespaces = sorted(set(params.get("namespaces") or [])) or None
+@dataclasses.dataclass(frozen=True)
+class VmMigrationWaitOptions(ModuleOptions):
+    """The options of vm_migration_wait, as ARG_SPEC parses them."""
+    namespaces: Optional[List[str]]
+    label_selector: Optional[str]
+    vmi_names: Optional[List[str]]
+    timeout: int
+    fail_on_failed: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Scope:
+    """The migrations waited for: namespaces (None = all), label selector, VMI names as (namespace or None, name)."""
+    namespaces: Optional[List[str]]
+    label_selector: Optional[str]
+    vmi_names: List[Tuple[Optional[str], str]]
+
+
+def scope(options: VmMigrationWaitOptions) -> Scope:
+    """The options checked (namespaces, label selector, timeout) and the scope they select."""
+    namespaces = sorted(set(options.namespaces or [])) or None
     for namespace in namespaces or []:
         if not is_dns_label(namespace):
             raise InvalidOption("{0!r} is not a valid namespace name".format(namespace), "Give the namespaces of the VMs, or none for all.",
                                 path="namespaces")
     try:
-        parse_label_selector(params.get("label_selector"))
+        parse_label_selector(options.label_selector)
     except ValueError as error:
         raise InvalidOption(str(error), "Write a Kubernetes label selector such as 'kubevirt.io/vmi-name=vm-1'.", path="label_selector") from error
     names: List[Tuple[Optional[str], str]] = []
-    for name in params.get("vmi_names") or []:
+    for name in options.vmi_names or []:
         namespace, _sep, short = name.rpartition("/")
         names.append((namespace or None, short))
-    if params.get("timeout") is not None and params["timeout"] <= 0:
+    if options.timeout <= 0:
         raise InvalidOption("must be more than 0 seconds", "Give how long to wait for the migrations, e.g. 600.", path="timeout")
-    return {"namespaces": namespaces, "label_selector": params.get("label_selector") or None, "vmi_names": names,
-            "timeout": params.get("timeout") or 600, "fail_on_failed": bool(params.get("fail_on_failed"))}
+    return Scope(namespaces=namespaces, label_selector=options.label_selector or None, vmi_names=names)
 
 
 # ------------------------------------------------------------------------------------------ derivations
@@ -104,30 +124,32 @@ def describe(entries: List[dict], with_reason: bool = False) -> str:
 
 
 # ------------------------------------------------------------------------------------------ the wait
-def _streams(connection: Connection, options: dict) -> List[Stream]:
-    resource = connection.find_kind("VirtualMachineInstanceMigration", "kubevirt.io")
+def _streams(client: Client, selected: Scope) -> List[Stream]:
+    resource = client.find_kind("VirtualMachineInstanceMigration", "kubevirt.io")
     if resource is None:
         raise KindNotServed("VirtualMachineInstanceMigration", "kubevirt.io",
                             fix="Install KubeVirt on this cluster, or point the connection at the cluster that runs the VMs.")
-    return [Stream("vmims/" + (namespace or "*"), resource, namespace, options["label_selector"])
-            for namespace in options["namespaces"] or [None]]
+    return [Stream("vmims/" + (namespace or "*"), resource, namespace, selected.label_selector)
+            for namespace in selected.namespaces or [None]]
 
 
 def _all(watchset: WatchSet) -> List[dict]:
     return [obj for stream in watchset.streams for obj in watchset.objects(stream.name)]
 
 
-def wait(params: dict, connection: Optional[Connection] = None, clock=time.monotonic, watch=None) -> dict:
-    """Wait until every migration in scope is final; the module result. Raises `MigrationsUnfinished` at the
-    deadline and, with `fail_on_failed`, `MigrationsFailed` when one ended Failed."""
-    options = validate(params)
+def run(options: VmMigrationWaitOptions, check_mode: bool, client: Optional[Client] = None, clock: Callable[[], float] = time.monotonic,
+        watch: Optional[Callable[..., Any]] = None) -> dict:
+    """Wait until every migration in scope is final; the module result (the same in check mode: a wait writes
+    nothing). Raises `MigrationsUnfinished` at the deadline and, with `fail_on_failed`, `MigrationsFailed` when one
+    ended Failed. The client's deadline covers the wait's timeout on top of api_timeout."""
+    selected = scope(options)
     started = clock()
-    connection = connection or Connection.from_params(params)
-    watchset = WatchSet(connection, _streams(connection, options), started + options["timeout"], clock=clock, watch=watch)
+    client = client or Client.from_options(options.connection, extra_timeout=options.timeout)
+    watchset = WatchSet(client, _streams(client, selected), started + options.timeout, clock=clock, watch=watch)
     seen: Dict[Tuple[str, str], dict] = {}  # every migration in scope seen while waiting, even if deleted later
 
     def done(ws: WatchSet) -> bool:
-        current = summarize(_all(ws), options["vmi_names"])
+        current = summarize(_all(ws), selected.vmi_names)
         for entry in current["migrations"]:
             seen[(entry["namespace"], entry["name"])] = entry
         return not current["unfinished"]
@@ -138,22 +160,22 @@ def wait(params: dict, connection: Optional[Connection] = None, clock=time.monot
     finally:
         watchset.stop()
     waited = round(clock() - started, 3)
-    current = summarize(_all(watchset), options["vmi_names"])
+    current = summarize(_all(watchset), selected.vmi_names)
     result: Dict[str, Any] = {
         "changed": False, "migrations": current["migrations"], "unfinished": len(current["unfinished"]),
         "failed_migrations": current["failed"],
-        "waited_seconds": waited, "timeout": options["timeout"],
+        "waited_seconds": waited, "timeout": options.timeout,
         "deleted_while_waiting": sorted(_label(e) for key, e in seen.items() if key not in {(m["namespace"], m["name"]) for m in current["migrations"]}),
         "watch": dict(watchset.stats, errors=watchset.errors[-5:]),
     }
     if not finished and current["unfinished"]:
         raise MigrationsUnfinished(
             "{0} of {1} migrations still unfinished after {2}s: {3}".format(len(current["unfinished"]), len(current["migrations"]),
-                                                                            options["timeout"], describe(current["unfinished"])),
+                                                                            options.timeout, describe(current["unfinished"])),
             "Wait longer (raise timeout), or look at them with `kubectl get vmim -A`; a migration that hangs can be aborted by "
             "deleting its VirtualMachineInstanceMigration.",
             path="timeout", result=result)
-    if options["fail_on_failed"] and current["failed"]:
+    if options.fail_on_failed and current["failed"]:
         raise MigrationsFailed(
             "{0} migrations ended Failed: {1}".format(len(current["failed"]), describe(current["failed"], with_reason=True)),
             "Read the failure reasons and the VMIs' events; set fail_on_failed=false to accept a Failed migration as final.",

@@ -50,7 +50,7 @@ def render_options(draw):
         options["nodes"] = draw(st.lists(names, min_size=2, max_size=5, unique=True))
     else:
         options["node_selector"] = draw(st.sampled_from(["node-role.kubernetes.io/worker", "kubevirt.io/schedulable=true"]))
-    # the page's rules for a VM profile: a per-node limit (either spelling) and a total within KubeVirt's limits
+    # the rebalance procedure's rules for a VM profile: a per-node limit (either spelling) and a total within KubeVirt's limits
     options["max_pods_to_evict_total"] = draw(st.integers(0, 5))
     per_node = draw(st.sampled_from(["max_pods_to_evict_per_node", "eviction_limit_node", "both"]))
     for option in ("max_pods_to_evict_per_node", "eviction_limit_node"):
@@ -66,8 +66,8 @@ def render_options(draw):
 @FAST
 @given(render_options())
 def test_render_then_validate_never_rejects_what_render_produced(options):
-    check_options(options)
-    policy = render_policy(options)
+    check_options(nodes=options.get("nodes"), vm_labels=options["vm_labels"], exclude_namespaces=options.get("exclude_namespaces"))
+    policy = render_policy(**options)
     errors, _findings = validate_policy(policy, vm_profiles=[options["profile_name"]], min_gap=MIN_GAP, migration_limits=LIMITS)
     assert errors == [], (options, errors)
     assert load_policy(dump_policy(policy)) == policy
@@ -76,7 +76,7 @@ def test_render_then_validate_never_rejects_what_render_produced(options):
 @FAST
 @given(render_options(), st.dictionaries(names, st.text(max_size=40), max_size=3), st.sampled_from(["workload", "https://api.x:6443"]))
 def test_backup_and_restore_round_trip_byte_for_byte(tmp_path_factory, options, other_data, cluster):
-    text = dump_policy(render_policy(options))
+    text = dump_policy(render_policy(**options))
     configmap = k8s.configmap(text=text)
     configmap["metadata"].update(namespace="descheduler", uid="uid-cm", resourceVersion="42")
     configmap["data"].update(other_data)
@@ -129,5 +129,6 @@ def test_the_planner_never_plans_more_evictions_than_the_limits_allow(cluster, l
 
 
 def test_a_dumped_policy_is_stable_yaml():
-    policy = render_policy({"thresholds": {"cpu": 10}, "target_thresholds": {"cpu": 20}, "vm_labels": {"app": "x"}})
+    policy = render_policy(profile_name="vm-rebalance", node_fit=None, thresholds={"cpu": 10}, target_thresholds={"cpu": 20},
+                           vm_labels={"app": "x"})
     assert yaml.safe_load(dump_policy(policy)) == policy

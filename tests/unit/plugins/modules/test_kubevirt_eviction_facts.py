@@ -10,7 +10,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import FACTS_ARG_SPEC
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import ARG_SPEC
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import module_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.modules import kubevirt_eviction_facts as module
 
@@ -23,24 +23,26 @@ def run(monkeypatch, capsys, service, **args):
 
 
 def test_argument_spec_is_auth_plus_retries_plus_facts_options():
-    spec = module_argument_spec(FACTS_ARG_SPEC)
-    assert set(spec) == set(AUTH_ARG_SPEC) | {"api_retries", "api_timeout"} | set(FACTS_ARG_SPEC)
+    spec = module_argument_spec(ARG_SPEC)
+    assert set(spec) == set(AUTH_ARG_SPEC) | {"api_retries", "api_timeout"} | set(ARG_SPEC)
     assert spec["include"]["default"] == ["cluster", "nodes", "descheduler", "vmis"]
 
 
 def test_main_returns_the_service_result_unchanged(monkeypatch, capsys):
     calls = []
 
-    def service(params):
-        calls.append(params)
+    def service(options, check_mode):
+        calls.append((options, check_mode))
         return {"changed": False, "vmis": [], "findings": []}
     code, result = run(monkeypatch, capsys, service, kubeconfig="/k", namespaces="a,b", _ansible_check_mode=True)
     assert code == 0 and result["changed"] is False and result["vmis"] == []
-    assert calls[0]["namespaces"] == ["a", "b"] and calls[0]["descheduler_namespace"] == "descheduler" and calls[0]["api_retries"] == 5
+    options, check_mode = calls[0]
+    assert options.namespaces == ["a", "b"] and options.descheduler_namespace == "descheduler" and options.connection.api_retries == 5
+    assert check_mode is True
 
 
 def test_main_turns_collection_errors_into_fail_json(monkeypatch, capsys):
-    def service(params):
+    def service(options, check_mode):
         raise ApiFailure("list virtualmachineinstances.kubevirt.io", 403, "Forbidden", "forbidden")
     code, result = run(monkeypatch, capsys, service, kubeconfig="/k")
     assert code == 1 and result["failed"]
@@ -49,6 +51,6 @@ def test_main_turns_collection_errors_into_fail_json(monkeypatch, capsys):
 
 
 def test_api_key_is_not_logged(monkeypatch, capsys):
-    code, result = run(monkeypatch, capsys, lambda params: {"changed": False, "echo": params["api_key"]},
+    code, result = run(monkeypatch, capsys, lambda options, check_mode: {"changed": False, "echo": options.connection.auth["api_key"]},
                        host="https://k8s.example:6443", api_key="sekrit-token")
     assert code == 0 and "sekrit-token" not in json.dumps(result)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import drain_plan as plan
 
-OPTIONS = {"pods": "all", "ignore_daemonsets": True, "delete_emptydir_data": True, "force": True,
-           "allow_shutdown": False, "allow_loss": False, "allow_blocked": False, "require_capacity": True}
+FILTERS = {"all_pods": True, "ignore_daemonsets": True, "delete_emptydir_data": True, "force": True}
+POLICY = {"allow_shutdown": False, "allow_loss": False, "allow_blocked": False, "require_capacity": True}
 
 
 def pod(name, owner=None, emptydir=False, launcher=False, phase="Running"):
@@ -24,26 +24,25 @@ def vm(name, action, memory=100):
 def test_classify_pods_follows_kubectl_drain_filters():
     pods = [pod("ds", owner="DaemonSet"), pod("bare"), pod("web", owner="ReplicaSet", emptydir=True),
             pod("virt-launcher-a", owner="VirtualMachineInstance", emptydir=True, launcher=True), pod("done", phase="Succeeded")]
-    result = plan.classify_pods(pods, OPTIONS)
+    result = plan.classify_pods(pods, **FILTERS)
     assert result["ignored"] == ["ns/ds"] and result["skipped"] == ["ns/done"] and result["refused"] == []
     assert result["evict"] == ["ns/bare", "ns/virt-launcher-a", "ns/web"]
-    strict = plan.classify_pods(pods, dict(OPTIONS, ignore_daemonsets=False, force=False, delete_emptydir_data=False))
+    strict = plan.classify_pods(pods, all_pods=True, ignore_daemonsets=False, delete_emptydir_data=False, force=False)
     assert {entry["pod"]: entry["reason"] for entry in strict["refused"]} == {
         "ns/ds": plan.DAEMONSET_REFUSED, "ns/bare": plan.UNMANAGED_REFUSED, "ns/web": plan.LOCAL_STORAGE_REFUSED,
         "ns/virt-launcher-a": plan.LOCAL_STORAGE_REFUSED}
-    launchers_only = plan.classify_pods(pods, dict(OPTIONS, pods="launchers"))
+    launchers_only = plan.classify_pods(pods, all_pods=False, ignore_daemonsets=True, delete_emptydir_data=True, force=True)
     assert launchers_only["evict"] == ["ns/virt-launcher-a"]
 
 
 def test_problems_name_the_option_that_allows_each():
     vms = [vm("a", "live_migrate"), vm("b", "restart"), vm("c", "lost"), vm("d", "blocked"), vm("e", "replace")]
     room = {"fits": False, "nodes": ["n2"], "unplaced": ["ns/a"]}
-    found = plan.problems(vms, {"refused": []}, room, OPTIONS)
+    found = plan.problems(vms, {"refused": []}, room, **POLICY)
     assert [(p["code"], p["option"]) for p in found] == [("vms_lost", "allow_loss"), ("vms_shut_down", "allow_shutdown"),
                                                          ("vms_blocked", "allow_blocked"), ("capacity", "require_capacity")]
     assert found[1]["vms"] == ["ns/b", "ns/e"] and "ns/d: denied" in found[2]["message"]
-    allowed = dict(OPTIONS, allow_shutdown=True, allow_loss=True, allow_blocked=True, require_capacity=False)
-    assert plan.problems(vms, {"refused": []}, room, allowed) == []
+    assert plan.problems(vms, {"refused": []}, room, allow_shutdown=True, allow_loss=True, allow_blocked=True, require_capacity=False) == []
 
 
 def test_capacity_places_largest_memory_first_on_schedulable_untainted_nodes():

@@ -13,7 +13,7 @@ from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions imp
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s import client as conn
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption, KindNotServed
 
-from ..fake_api import NODE, RP, VMI, FakeApi, FakeResources, connect, resource, status_error
+from ..fake_api import NODE, RP, VMI, FakeApi, FakeResources, Response, connect, resource, status_error
 
 
 # ------------------------------------------------------------------------------------------ arg spec
@@ -276,3 +276,46 @@ def test_a_run_from_a_discovery_cache_refreshes_once_for_missing_kinds():
     assert connection.find_kind("ModuleInfo") is None and connection.find_kind("ResourcePatch") is RP
     assert connection.find_kind("KubeDescheduler") is None
     assert api.resources.invalidations == 1
+
+
+class WritingApi(FakeApi):
+    """FakeApi that also takes writes: each answers `answer` (a body, or an exception) and is recorded."""
+
+    def __init__(self, answer):
+        super().__init__()
+        self.answer, self.writes = answer, []
+
+    def request(self, method, path, serialize=True, _request_timeout=None, **params):
+        if method == "get":
+            return super().request(method, path, serialize=serialize, _request_timeout=_request_timeout, **params)
+        self.writes.append((method, path, params.get("dry_run")))
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return Response(self.answer)
+
+
+CONFIGMAP = resource("ConfigMap", "configmaps")
+
+
+def test_replace_and_delete_name_the_request_as_the_caller_says_in_errors():
+    api = WritingApi(status_error(422, "Invalid", 'ConfigMap "cm" is invalid: []: Too long: must have at most 1048576 bytes'))
+    connection, _clock = connect(api)
+    body = {"metadata": {"name": "cm", "namespace": "ns", "resourceVersion": "42"}, "data": {}}
+    with pytest.raises(ApiFailure) as default:
+        connection.replace(CONFIGMAP, body, "ns", dry_run=True)
+    assert default.value.path == "update configmaps ns/cm" and default.value.status == 422
+    with pytest.raises(ApiFailure) as named:
+        connection.replace(CONFIGMAP, body, "ns", dry_run=True, request="update configmap ns/cm")
+    assert named.value.path == "update configmap ns/cm" and "Too long" in named.value.message
+    api.answer = status_error(500, "InternalError", "boom")
+    with pytest.raises(ApiFailure) as deleted:
+        connect(api, retries=0)[0].delete(RP, "rp-a", "ns", request="delete resourcepatch ns/rp-a")
+    assert deleted.value.path == "delete resourcepatch ns/rp-a"
+    assert [(method, dry_run) for method, _path, dry_run in api.writes] == [("put", "All"), ("put", "All"), ("delete", None)]
+
+
+def test_replace_answers_the_stored_object():
+    api = WritingApi({"metadata": {"name": "cm", "resourceVersion": "43"}})
+    connection, _clock = connect(api)
+    stored = connection.replace(CONFIGMAP, {"metadata": {"name": "cm", "resourceVersion": "42"}}, "ns", request="update configmap ns/cm")
+    assert stored["metadata"]["resourceVersion"] == "43" and api.writes == [("put", "/api/v1/namespaces/ns/configmaps/cm", None)]

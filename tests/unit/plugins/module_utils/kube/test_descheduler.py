@@ -143,6 +143,55 @@ def test_missing_policy_configmap():
     assert result["policy"]["found"] is False and codes(result) == ["policy_missing"]
 
 
+def test_workload_policy_source_and_container():
+    cronjob = k8s.cronjob()
+    assert desched.workload_policy_source("CronJob", cronjob) == ("descheduler", "policy.yaml")
+    assert desched.workload_policy_source("Deployment", k8s.deployment()) == ("descheduler", "policy.yaml")
+    assert desched.workload_policy_source("CronJob", k8s.cronjob(["--v=3"])) == (None, None)   # no --policy-config-file
+    assert desched.workload_policy_source(None, None) == (None, None)
+    assert desched.container_name("CronJob", cronjob) == "descheduler" and desched.container_name(None, None) is None
+    assert desched.command_args({"command": ["/bin/descheduler", "--v=3"], "args": ["--dry-run"]}) == ["--v=3", "--dry-run"]
+
+
+# ------------------------------------------------------------------------------------------ pods and logs
+def pod(name, created, job_name=None, owner_job=None, labels=None, start=None):
+    meta = {"name": name, "namespace": "descheduler", "creationTimestamp": created, "labels": dict(labels or {})}
+    if job_name:
+        meta["labels"]["batch.kubernetes.io/job-name"] = job_name
+    if owner_job:
+        meta["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owner_job, "controller": True}]
+    return {"metadata": meta, "status": {"phase": "Running", **({"startTime": start} if start else {})}}
+
+
+def test_job_pods_by_label_or_owner():
+    mine = pod("descheduler-1-abcde", "2026-11-30T10:00:05Z", job_name="descheduler-1")
+    other = pod("descheduler-2-abcde", "2026-11-30T10:00:06Z", job_name="descheduler-2")
+    assert desched.job_pods(k8s.job("descheduler-1", "t"), [other, mine]) == [mine]
+    owned = pod("descheduler-1-fghij", "2026-11-30T10:00:01Z", owner_job="descheduler-1")
+    assert desched.job_pods(k8s.job("descheduler-1", "t"), [mine, other, owned]) == [owned, mine]   # oldest first
+
+
+def test_workload_pods_of_the_last_jobs_or_the_deployment_selector():
+    jobs = [k8s.job("descheduler-{0}".format(i), "2026-11-30T10:0{0}:00Z".format(i)) for i in range(1, 5)]
+    pods = [pod("descheduler-{0}-x".format(i), "2026-11-30T10:0{0}:01Z".format(i), owner_job="descheduler-{0}".format(i)) for i in (4, 1, 3)]
+    assert [p["metadata"]["name"] for p in desched.workload_pods("CronJob", k8s.cronjob(), jobs, pods)] == \
+        ["descheduler-3-x", "descheduler-4-x"]   # the last three Jobs (2, 3, 4), oldest Pod first
+    deployment = k8s.deployment()
+    deployment["spec"]["selector"] = {"matchLabels": {"app": "descheduler"}}
+    selected = pod("descheduler-abc", "2026-11-30T10:00:00Z", labels={"app": "descheduler"})
+    assert desched.workload_pods("Deployment", deployment, [], [selected, pod("other", "t", labels={"app": "x"})]) == [selected]
+    assert desched.workload_pods("Deployment", k8s.deployment(), [], [selected]) == []   # no matchLabels: none
+    assert desched.workload_pods(None, None, jobs, pods) == []
+
+
+def test_pod_log_records_carry_the_pod_and_the_year_of_its_start():
+    line = 'I0101 00:00:05.000000       1 x.go:1] "Eviction in background assumed" pod="ns/virt-launcher-vm-1-abcde"'
+    started = pod("descheduler-1-x", "2026-12-31T23:59:00Z", start="2026-12-31T23:59:50Z")
+    [record] = desched.pod_log_records(started, "not klog\n" + line + "\n")
+    assert record["pod"] == "descheduler-1-x" and record["time"] == "2027-01-01T00:00:05Z"
+    assert desched.pod_log_records(started, None) == []
+
+
 # ------------------------------------------------------------------------------------------ ACP
 def test_resource_patches_touching_the_policy_or_the_cronjob():
     patches = [k8s.resource_patch("rp-b", created="2026-11-30T10:05:00Z"), k8s.resource_patch("rp-a"),

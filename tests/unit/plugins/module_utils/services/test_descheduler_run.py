@@ -1,5 +1,6 @@
-"""descheduler_run: the trigger choice, the manual Job as kubectl builds it, when a Job is decided, the next cycle of a
-long-running Descheduler, and a Deployment's cycle read from its log through a fake connection."""
+"""descheduler_run: the options, the trigger choice, the manual Job as kubectl builds it (and sent with dry run in check
+mode), when a Job is decided, the next cycle of a long-running Descheduler, and a Deployment's cycle read from its log
+through a fake client."""
 from __future__ import annotations
 
 import datetime
@@ -9,7 +10,8 @@ import pytest
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_run as dr
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, RunFailed
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption, RunFailed
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 
 from ..k8s_objects import cronjob, deployment, job
 
@@ -22,6 +24,24 @@ def line(second, message, fields="", level="I"):
 
 def records(*lines):
     return klog.parse_lines(lines, year=2026)
+
+
+def options(**given):
+    return dr.DeschedulerRunOptions.from_params(spec_params(dr.ARG_SPEC, **given))
+
+
+# ------------------------------------------------------------------------------------------ options
+def test_options_from_the_spec_defaults():
+    checked = dr.settings(options())
+    assert (checked.namespace, checked.name, checked.trigger, checked.job_name, checked.timeout, checked.previous) == \
+        ("descheduler", "descheduler", "auto", None, 600, None)
+    assert dr.settings(options(previous_run={"classification": [{"node": "a"}]})).previous == [{"node": "a"}]
+
+
+def test_a_bad_namespace_is_refused_with_the_fix():
+    with pytest.raises(InvalidOption) as error:
+        dr.settings(options(descheduler_namespace="Not_A_Namespace"))
+    assert error.value.path == "descheduler_namespace" and "Use the namespace of the Descheduler" in error.value.message
 
 
 # ------------------------------------------------------------------------------------------ trigger
@@ -75,11 +95,11 @@ def test_manual_job_name_fits_a_label_value():
 
 def test_job_name_is_validated():
     with pytest.raises(InvalidOption):
-        dr.validate({"job_name": "Not_A_Name"})
+        dr.settings(options(job_name="Not_A_Name"))
     with pytest.raises(InvalidOption):
-        dr.validate({"job_name": "ok", "trigger": "wait"})
+        dr.settings(options(job_name="ok", trigger="wait"))
     with pytest.raises(InvalidOption):
-        dr.validate({"timeout": 0})
+        dr.settings(options(timeout=0))
 
 
 # ------------------------------------------------------------------------------------------ job outcome
@@ -101,12 +121,6 @@ def test_first_failed_pod_decides_before_the_backoff_limit():
     assert dr.job_outcome(running, [pod("descheduler-1-x", "Running", "descheduler-1")]) is None
     assert dr.job_outcome(running, [failed]) == ("Failed", failed)
     assert dr.job_outcome(job("descheduler-1", "t", result="Failed"), []) == ("Failed", None)
-
-
-def test_job_pods_by_label_or_owner():
-    mine = pod("descheduler-1-abcde", "Running", "descheduler-1")
-    other = pod("descheduler-2-abcde", "Running", "descheduler-2")
-    assert dr.job_pods(job("descheduler-1", "t"), [other, mine]) == [mine]
 
 
 # ------------------------------------------------------------------------------------------ deployment cycles
@@ -133,7 +147,7 @@ def test_without_a_baseline_every_line_is_new():
     assert len(cycle) == 3 and len(fresh) == 3
 
 
-class FakeConnection:
+class FakeClient:
     """Serves the descheduler Deployment and one Pod whose log grows by one cycle per read."""
 
     def __init__(self, logs):
@@ -173,9 +187,9 @@ class FakeClock:
 
 
 def test_deployment_run_reads_the_next_complete_cycle():
-    connection = FakeConnection(["\n".join(CYCLE_1), "\n".join(CYCLE_1 + CYCLE_2[:2]), "\n".join(CYCLE_1 + CYCLE_2)])
+    connection = FakeClient(["\n".join(CYCLE_1), "\n".join(CYCLE_1 + CYCLE_2[:2]), "\n".join(CYCLE_1 + CYCLE_2)])
     clock = FakeClock()
-    result = dr.Run({"trigger": "auto", "timeout": 60}, connection=connection, clock=clock, now=lambda: NOW, sleep=clock.sleep).execute()
+    result = dr.run(options(trigger="auto", timeout=60), False, client=connection, clock=clock, now=lambda: NOW, sleep=clock.sleep)
     assert result["trigger"] == "wait" and result["descheduler"]["kind"] == "Deployment" and result["job"] is None
     assert result["log_lines"] == CYCLE_2 and result["pod"] == "descheduler-abc"
     assert result["background_evictions"][0]["name"] == "virt-launcher-vm-1-abcde"
@@ -185,17 +199,58 @@ def test_deployment_run_reads_the_next_complete_cycle():
 
 def test_deployment_run_fails_on_a_rejected_policy_and_times_out_without_a_cycle():
     failing = line(20, "command failed", 'err="only Exclude namespaces can be set, inclusion is not supported"', level="E")
-    connection = FakeConnection(["\n".join(CYCLE_1), "\n".join(CYCLE_1 + [failing])])
+    connection = FakeClient(["\n".join(CYCLE_1), "\n".join(CYCLE_1 + [failing])])
     clock = FakeClock()
     with pytest.raises(RunFailed) as error:
-        dr.Run({"timeout": 60}, connection=connection, clock=clock, now=lambda: NOW, sleep=clock.sleep).execute()
+        dr.run(options(timeout=60), False, client=connection, clock=clock, now=lambda: NOW, sleep=clock.sleep)
     assert "only Exclude namespaces can be set, inclusion is not supported" in error.value.message
+    assert "Fix the policy in ConfigMap descheduler/descheduler" in error.value.message   # the one behind --policy-config-file
     clock = FakeClock()
     with pytest.raises(RunFailed) as error:
-        dr.Run({"timeout": 5}, connection=FakeConnection(["\n".join(CYCLE_1)]), clock=clock, now=lambda: NOW, sleep=clock.sleep).execute()
+        dr.run(options(timeout=5), False, client=FakeClient(["\n".join(CYCLE_1)]), clock=clock, now=lambda: NOW, sleep=clock.sleep)
     assert error.value.path == "timeout" and "no complete descheduling cycle" in error.value.message
 
 
 def test_previous_run_yields_category_swaps():
     assert dr.previous_classification({"classification": [{"node": "a"}, "junk"]}) == [{"node": "a"}]
     assert dr.previous_classification(None) is None
+
+
+# ------------------------------------------------------------------------------------------ check mode
+class CronJobClient:
+    """Serves the descheduler CronJob and answers a create as the API server does (with dry run: nothing stored);
+    it cannot watch, so a check-mode run that waited would fail."""
+
+    def __init__(self, status=None):
+        self.status = status
+        self.created = []
+        self.retried = []
+
+    def find_kinds(self, wanted):
+        return {pair: pair for pair in wanted}
+
+    def list(self, resource, namespace=None, **_kwargs):
+        return [cronjob()] if resource == ("CronJob", "batch") else []
+
+    def create(self, resource, body, namespace=None, dry_run=False):
+        self.created.append((resource, namespace, body["metadata"]["name"], dry_run))
+        if self.status:
+            raise ApiFailure("create jobs.batch descheduler/" + body["metadata"]["name"], self.status, "AlreadyExists", "already exists")
+        return dict(body, metadata=dict(body["metadata"], uid="uid-dry-run", creationTimestamp="2026-11-30T10:03:30Z"))
+
+
+def test_check_mode_sends_the_job_with_dry_run_and_does_not_wait():
+    client = CronJobClient()
+    result = dr.run(options(trigger="create", job_name="checked"), True, client=client, now=lambda: NOW)
+    assert client.created == [(("Job", "batch"), "descheduler", "checked", True)]
+    assert result["changed"] is True and result["would_create"]["metadata"]["uid"] == "uid-dry-run"  # the server's answer
+    assert result["would_create"]["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
+    assert result["job"] == {"name": "checked", "created": False, "manual": True, "result": None}
+    assert result["msg"] == "check mode: would create Job descheduler/checked from CronJob descheduler/descheduler"
+    assert result["log_lines"] == [] and result["waited_seconds"] == 0.0
+
+
+def test_check_mode_reports_a_job_that_exists_as_a_real_run_does():
+    with pytest.raises(RunFailed) as error:
+        dr.run(options(trigger="create", job_name="taken"), True, client=CronJobClient(status=409), now=lambda: NOW)
+    assert error.value.path == "job_name" and "Job descheduler/taken already exists" in error.value.message

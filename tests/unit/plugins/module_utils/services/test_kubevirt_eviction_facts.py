@@ -1,4 +1,4 @@
-"""The eviction facts service against a fake cluster: what it returns for the rebalance page's setting, that the
+"""The eviction facts service against a fake cluster: what it returns for the rebalance procedure's setting, that the
 number of requests does not grow with the number of VMIs, scoping, sections, kinds that are not served, and
 options refused before any request."""
 from __future__ import annotations
@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_eviction_facts as service
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import matches_selector_string, parse_label_selector
 
 from .. import k8s_objects as k8s
@@ -72,7 +73,7 @@ class FakeCluster:
 
 
 def rebalance_cluster(vm_count=3, strategy="LiveMigrate", extra=()):
-    """The rebalance page's setting: a control plane, two workers, test VMs with the scoping label, the ACP package."""
+    """The rebalance procedure's setting (Prerequisites): a control plane, two workers, test VMs with the scoping label, the ACP package."""
     objects = [k8s.node("control-plane-1", cpu="8", memory="32Gi", control_plane=True,
                         taints=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]),
                k8s.node("worker-a"), k8s.node("worker-b"), k8s.pod("web-1", node="worker-a"),
@@ -87,10 +88,9 @@ def rebalance_cluster(vm_count=3, strategy="LiveMigrate", extra=()):
 
 
 def gather(cluster, page_size=500, **params):
-    connection, _clock = connect(cluster.api, page_size=page_size)
-    options = {"include": list(service.SECTIONS), "descheduler_namespace": "descheduler", "descheduler_name": "descheduler"}
-    options.update(params)
-    return service.gather_eviction_facts(options, connection)
+    client, _clock = connect(cluster.api, page_size=page_size)
+    options = service.KubevirtEvictionFactsOptions.from_params(spec_params(service.ARG_SPEC, **params))
+    return service.gather_eviction_facts(options, False, client)
 
 
 # ------------------------------------------------------------------------------------------ results

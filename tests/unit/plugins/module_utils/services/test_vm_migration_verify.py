@@ -1,4 +1,5 @@
-"""Options of vm_migration_verify and the evidence files (the waiting itself runs against the simulator)."""
+"""Options of vm_migration_verify, its descheduler log, and the evidence files (the waiting itself runs against the
+simulator)."""
 from __future__ import annotations
 
 import json
@@ -6,31 +7,102 @@ import json
 import pytest
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_verify as vf
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
+
+from .. import k8s_objects as k8s
+
+BASELINE = {"vm-1": {"namespace": "desched-test", "name": "vm-1", "uid": "uid-vm-1", "node": "worker-a", "launcher": "virt-launcher-vm-1-abcde"}}
+
+
+def options(**given):
+    return vf.VmMigrationVerifyOptions.from_params(spec_params(vf.ARG_SPEC, **given))
 
 
 def test_names_take_the_namespace_option_or_their_own():
-    options = vf.validate({"names": ["vm-1", "other/vm-2"], "namespace": "desched-test"})
-    assert options["names"] == [("desched-test", "vm-1"), ("other", "vm-2")]
+    selected = vf.selection(options(mode="record", names=["vm-1", "other/vm-2"], namespace="desched-test"))
+    assert selected.names == [("desched-test", "vm-1"), ("other", "vm-2")]
 
 
-@pytest.mark.parametrize("params, path", [
+@pytest.mark.parametrize("given, path", [
     ({"names": ["vm-1"]}, "names[0]"),
     ({"namespace": "Bad_NS"}, "namespace"),
     ({"label_selector": "app in (a"}, "label_selector"),
     ({"timeout": 0}, "timeout"),
     ({"min_moved": -1}, "min_moved"),
 ])
-def test_bad_options_name_the_option(params, path):
+def test_bad_options_name_the_option(given, path):
     with pytest.raises(InvalidOption) as error:
-        vf.validate(params)
+        vf.selection(options(**given))
     assert error.value.path == path
+
+
+def test_min_moved_names_the_procedure_step_not_the_page():
+    with pytest.raises(InvalidOption) as error:
+        vf.selection(options(min_moved=-1))
+    assert error.value.message == ("min_moved: must be 0 or more. Give how many of the VMs must move (the bounded policy of the rebalance "
+                                   "procedure, Configure a Bounded VM Rebalance Policy, moves one per cycle).")
+    assert "page" not in error.value.message
 
 
 def test_verify_needs_a_baseline():
     with pytest.raises(InvalidOption) as error:
-        vf.verify({"baseline": None})
+        vf.run(options(baseline=None), False)
     assert error.value.path == "baseline"
+
+
+def test_record_needs_the_vms_and_verify_a_baseline_with_vms():
+    with pytest.raises(InvalidOption) as error:
+        vf.run(options(mode="record"), False)
+    assert error.value.path == "names" and "record needs the VMs" in error.value.message
+    with pytest.raises(InvalidOption) as error:
+        vf.selection(options(baseline={"junk": {"namespace": "ns"}}))
+    assert error.value.path == "baseline" and "no VM with namespace, name and node" in error.value.message
+
+
+def test_verify_takes_the_baseline_keyed_by_namespace_and_name():
+    selected = vf.selection(options(baseline=BASELINE, namespace="desched-test", label_selector="app=desched-test"))
+    assert list(selected.baseline) == ["desched-test/vm-1"] and selected.baseline["desched-test/vm-1"]["node"] == "worker-a"
+    assert (selected.namespace, selected.label_selector, selected.names) == ("desched-test", "app=desched-test", [])
+
+
+# ------------------------------------------------------------------------------------------ descheduler log
+class LogClient:
+    """The descheduler CronJob with one finished and one pending Job Pod; pods/log answers per Pod, or fails."""
+
+    def __init__(self, fail=False):
+        self.fail = fail
+        self.logs = []
+
+    def find_kinds(self, wanted):
+        return {pair: pair for pair in wanted}
+
+    def list(self, resource, namespace=None, **_kwargs):
+        pods = [{"metadata": {"name": "descheduler-1-" + suffix, "creationTimestamp": created,
+                              "ownerReferences": [{"kind": "Job", "name": "descheduler-1"}]}, "status": {"phase": phase}}
+                for suffix, created, phase in (("b", "2026-11-30T10:00:02Z", "Pending"), ("a", "2026-11-30T10:00:01Z", "Succeeded"))]
+        return {"CronJob": [k8s.cronjob()], "Job": [k8s.job("descheduler-1", "2026-11-30T10:00:00Z")], "Pod": pods}.get(resource[0], [])
+
+    def pod_log(self, namespace, name, container=None, tail_lines=None):
+        if self.fail:
+            raise RuntimeError("connection reset")
+        self.logs.append((namespace, name, container))
+        return 'I1130 10:00:05.000000       1 x.go:1] "Eviction in background assumed" pod="desched-test/virt-launcher-vm-1-abcde"'
+
+
+def test_descheduler_log_reads_the_started_pods_of_the_last_jobs():
+    client = LogClient()
+    log = vf.DeschedulerLog(DeschedulerInstallation(client, "descheduler", "descheduler"))
+    [record] = log.read()
+    assert record["pod"] == "descheduler-1-a" and record["fields"]["pod"] == "desched-test/virt-launcher-vm-1-abcde"
+    assert (log.pods, log.reads, log.error, log.namespace) == (["descheduler-1-a"], 1, None, "descheduler")
+    assert client.logs == [("descheduler", "descheduler-1-a", "descheduler")]   # the pending Pod has no log yet
+
+
+def test_descheduler_log_that_cannot_be_read_is_reported_not_raised():
+    log = vf.DeschedulerLog(DeschedulerInstallation(LogClient(fail=True), "descheduler", "descheduler"))
+    assert log.read() == [] and log.error == "connection reset" and log.reads == 1
 
 
 def output(verdict="pass", reason=None):

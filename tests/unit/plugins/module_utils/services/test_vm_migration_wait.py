@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_wait as mw
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 
 
 def vmim(name, phase=None, vmi="vm-1", namespace="desched-test", rv=1, evacuation=True, **state):
@@ -54,21 +55,23 @@ class Script:
         self.release.wait(timeout=min(timeout, 2))
 
 
-def params(**extra):
-    return {"namespaces": None, "label_selector": None, "vmi_names": None, "timeout": 5, "fail_on_failed": False, **extra}
+def options(**given):
+    """The options with a short timeout: the waits here end on events, not at the default 600 s."""
+    return mw.VmMigrationWaitOptions.from_params(spec_params(mw.ARG_SPEC, **dict({"timeout": 5}, **given)))
 
 
 # ------------------------------------------------------------------------------------------ options and derivations
 def test_options_are_checked():
     with pytest.raises(InvalidOption) as error:
-        mw.validate(params(namespaces=["Bad_NS"]))
+        mw.scope(options(namespaces=["Bad_NS"]))
     assert error.value.path == "namespaces"
     with pytest.raises(InvalidOption) as error:
-        mw.validate(params(label_selector="app in (a"))
+        mw.scope(options(label_selector="app in (a"))
     assert error.value.path == "label_selector"
     with pytest.raises(InvalidOption):
-        mw.validate(params(timeout=0))
-    assert mw.validate(params(vmi_names=["vm-1", "ns/vm-2"]))["vmi_names"] == [(None, "vm-1"), ("ns", "vm-2")]
+        mw.scope(options(timeout=0))
+    assert mw.scope(options(vmi_names=["vm-1", "ns/vm-2"])).vmi_names == [(None, "vm-1"), ("ns", "vm-2")]
+    assert mw.scope(options(namespaces=["b", "a", "b"], label_selector="")) == mw.Scope(namespaces=["a", "b"], label_selector=None, vmi_names=[])
 
 
 def test_scope_by_vmi_name_with_and_without_namespace():
@@ -108,7 +111,7 @@ def test_describe_shortens_long_lists():
 # ------------------------------------------------------------------------------------------ the wait
 def test_nothing_in_scope_returns_at_once_without_watching_long():
     script = Script()
-    result = mw.wait(params(), connection=Cluster([vmim("done", "Succeeded")]), watch=script)
+    result = mw.run(options(), False, client=Cluster([vmim("done", "Succeeded")]), watch=script)
     assert result["unfinished"] == 0 and result["migrations"][0]["phase"] == "Succeeded"
     assert result["waited_seconds"] < 1
     script.release.set()
@@ -118,7 +121,7 @@ def test_the_wait_ends_on_the_event_that_makes_the_last_migration_final():
     script = Script([{"type": "MODIFIED", "object": vmim("m1", "Running", rv=101)},
                      {"type": "MODIFIED", "object": vmim("m1", "Succeeded", rv=102, sourceNode="worker-a", targetNode="worker-b")}])
     cluster = Cluster([vmim("m1", "Scheduling")])
-    result = mw.wait(params(namespaces=["desched-test"], label_selector="kubevirt.io/vmi-name=vm-1"), connection=cluster, watch=script)
+    result = mw.run(options(namespaces=["desched-test"], label_selector="kubevirt.io/vmi-name=vm-1"), False, client=cluster, watch=script)
     script.release.set()
     assert result["unfinished"] == 0
     assert result["migrations"][0]["target"] == "worker-b"
@@ -128,7 +131,7 @@ def test_the_wait_ends_on_the_event_that_makes_the_last_migration_final():
 
 def test_a_deleted_migration_no_longer_holds_the_wait():
     script = Script([{"type": "DELETED", "object": vmim("m1", "Running", rv=101)}])
-    result = mw.wait(params(), connection=Cluster([vmim("m1", "Running")]), watch=script)
+    result = mw.run(options(), False, client=Cluster([vmim("m1", "Running")]), watch=script)
     script.release.set()
     assert result["unfinished"] == 0 and result["deleted_while_waiting"] == ["desched-test/m1"]
 
@@ -136,7 +139,7 @@ def test_a_deleted_migration_no_longer_holds_the_wait():
 def test_timeout_names_the_unfinished_migrations_and_their_phases():
     script = Script()
     with pytest.raises(mw.MigrationsUnfinished) as error:
-        mw.wait(params(timeout=1), connection=Cluster([vmim("m1", "Running"), vmim("m2", "Succeeded", vmi="vm-2")]), watch=script)
+        mw.run(options(timeout=1), False, client=Cluster([vmim("m1", "Running"), vmim("m2", "Succeeded", vmi="vm-2")]), watch=script)
     script.release.set()
     assert "1 of 2 migrations still unfinished after 1s: desched-test/m1 (Running, VMI vm-1)" in error.value.message
     assert error.value.path == "timeout"
@@ -145,16 +148,24 @@ def test_timeout_names_the_unfinished_migrations_and_their_phases():
 
 def test_failed_is_final_unless_fail_on_failed():
     items = [vmim("m1", "Failed", failureReason="migration aborted")]
-    assert mw.wait(params(), connection=Cluster(items), watch=Script())["failed_migrations"][0]["name"] == "m1"
+    assert mw.run(options(), False, client=Cluster(items), watch=Script())["failed_migrations"][0]["name"] == "m1"
     with pytest.raises(mw.MigrationsFailed) as error:
-        mw.wait(params(fail_on_failed=True), connection=Cluster(items), watch=Script())
+        mw.run(options(fail_on_failed=True), False, client=Cluster(items), watch=Script())
     assert "migration aborted" in error.value.message
+
+
+def test_check_mode_waits_the_same_reading_only():
+    script = Script()
+    cluster = Cluster([vmim("done", "Succeeded")])
+    result = mw.run(options(), True, client=cluster, watch=script)
+    script.release.set()
+    assert result["changed"] is False and result["unfinished"] == 0 and cluster.listed == [(None, None)]
 
 
 def test_one_stream_per_namespace_and_kubevirt_required():
     cluster = Cluster([vmim("a", "Succeeded", namespace="ns-a"), vmim("b", "Succeeded", namespace="ns-b")])
-    result = mw.wait(params(namespaces=["ns-b", "ns-a"]), connection=cluster, watch=Script())
+    result = mw.run(options(namespaces=["ns-b", "ns-a"]), False, client=cluster, watch=Script())
     assert [e["namespace"] for e in result["migrations"]] == ["ns-a", "ns-b"]
     assert [n for n, _s in cluster.listed] == ["ns-a", "ns-b"]
     with pytest.raises(KindNotServed):
-        mw.wait(params(), connection=Cluster([], served=False), watch=Script())
+        mw.run(options(), False, client=Cluster([], served=False), watch=Script())
