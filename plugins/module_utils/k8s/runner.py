@@ -14,7 +14,8 @@ the whole result, for services that report a partial outcome (a drain that stopp
 is left).
 
 Defaults live only in the argument spec: `ModuleOptions.from_params` takes every field from the params the module
-parsed (defaults applied), and tests build params the same way with `spec_params`.
+parsed (defaults applied; ansible-core refuses null for an option with a default), and tests build params the same
+way with `spec_params`.
 """
 
 from __future__ import annotations

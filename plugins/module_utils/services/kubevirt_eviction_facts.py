@@ -117,6 +117,9 @@ def validate_options(options: KubevirtEvictionFactsOptions) -> Scope:
     if not is_dns_subdomain(descheduler_name):
         raise InvalidOption("{0!r} is not a valid object name".format(descheduler_name),
                             "Give the name of the Descheduler CronJob or Deployment and its ConfigMap.", path="descheduler_name")
+    if not options.include:
+        raise InvalidOption("an empty list reads no section", "Leave include out (or null) to read every section, or name the sections "
+                            "to read: {0}.".format(", ".join(SECTIONS)), path="include")
     unknown = [s for s in options.include if s not in SECTIONS]
     if unknown:
         raise InvalidOption("unknown section(s) {0}".format(", ".join(unknown)), "Choose from {0}.".format(", ".join(SECTIONS)), path="include")

@@ -7,6 +7,8 @@ import copy
 
 import yaml
 
+from support.policy import page_policy_data
+
 DOMAIN = "kubevirt.io/domain"
 EVICT_ONLY = "descheduler.alpha.kubernetes.io/request-evict-only"
 LAUNCHER_VOLUMES = ("private", "public", "sockets", "ephemeral-disks", "container-disks", "hotplug-disks")
@@ -174,18 +176,8 @@ DEFAULT_POLICY = {
                   "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}}}],
 }
 
-# The bounded VM rebalance policy of the verification run
-VM_POLICY = {
-    "apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy",
-    "nodeSelector": "kubernetes.io/hostname in (worker-a,worker-b)",
-    "maxNoOfPodsToEvictPerNode": 1, "maxNoOfPodsToEvictPerNamespace": 1, "maxNoOfPodsToEvictTotal": 1,
-    "profiles": [{"name": "vm-rebalance",
-                  "pluginConfig": [{"name": "DefaultEvictor", "args": {"nodeFit": True, "labelSelector": {"matchLabels": {"app": "desched-test"}},
-                                                                       "podProtections": {"defaultDisabled": ["PodsWithLocalStorage"]}}},
-                                   {"name": "LowNodeUtilization", "args": {"thresholds": {"cpu": 70, "memory": 60, "pods": 20},
-                                                                           "targetThresholds": {"cpu": 75, "memory": 68, "pods": 30}}}],
-                  "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}}}],
-}
+# The bounded VM rebalance policy of the verification run (the page's, with the scenario's workers)
+VM_POLICY = page_policy_data()
 
 
 def cronjob(args=None, suspend=False, uid="uid-cronjob", name="descheduler") -> dict:

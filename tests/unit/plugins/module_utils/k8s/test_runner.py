@@ -49,6 +49,12 @@ def test_service_gets_typed_options_and_check_mode_and_its_result_is_returned(ca
     assert calls == [("a", ["x", "y"], 5, "ctx", True)]
 
 
+def test_an_option_with_a_default_given_as_null_is_refused_by_ansible_core(capsys):
+    # why a default never needs restating in code: a defaulted option is never None after parsing
+    code, result = run(capsys, lambda options, check_mode: {"changed": False}, api_timeout=None)
+    assert code == 1 and "api_timeout" in result["msg"]
+
+
 def test_spec_params_fill_the_spec_defaults_and_refuse_unknown_names():
     params = spec_params(OWN_SPEC, things=["x"])
     assert params["mode"] == "a" and params["things"] == ["x"] and params["api_timeout"] == 120 and params["kubeconfig"] is None

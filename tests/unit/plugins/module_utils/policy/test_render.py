@@ -1,4 +1,4 @@
-"""Rendering the bounded VM rebalance policy from options: the page's verification policy, text for text,
+"""Rendering the bounded VM rebalance policy from options: the rebalance procedure's verification policy, text for text,
 merge of a named profile into an existing policy, and the YAML layout."""
 from __future__ import annotations
 
@@ -49,31 +49,31 @@ profiles:
       enabled:
       - LowNodeUtilization
 """
-PAGE_OPTIONS = {"nodes": ["<worker-a>", "<worker-b>"], "max_pods_to_evict_per_node": 1, "max_pods_to_evict_per_namespace": 1,
-                "max_pods_to_evict_total": 1, "node_fit": True, "vm_labels": {"app": "desched-test"},
+PAGE_OPTIONS = {"profile_name": "vm-rebalance", "nodes": ["<worker-a>", "<worker-b>"], "max_pods_to_evict_per_node": 1,
+                "max_pods_to_evict_per_namespace": 1, "max_pods_to_evict_total": 1, "node_fit": True, "vm_labels": {"app": "desched-test"},
                 "thresholds": {"cpu": 70, "memory": 60, "pods": 20}, "target_thresholds": {"cpu": 75, "memory": 68, "pods": 30}}
 
 
 def test_page_policy_is_reproduced_text_for_text():
-    rendered = model.dump_policy(render.render_policy(PAGE_OPTIONS))
+    rendered = model.dump_policy(render.render_policy(**PAGE_OPTIONS))
     assert rendered == PAGE_POLICY_TEXT
     assert yaml.safe_load(rendered) == yaml.safe_load(PAGE_POLICY_TEXT)
 
 
 def test_page_policy_as_data_equals_the_fixture():
     options = dict(PAGE_OPTIONS, nodes=["worker-a", "worker-b"])
-    assert render.render_policy(options) == k8s.VM_POLICY
+    assert render.render_policy(**options) == k8s.VM_POLICY
 
 
 def test_threshold_order_is_cpu_memory_pods_then_others():
     options = dict(PAGE_OPTIONS, thresholds={"pods": 20, "ephemeral-storage": 5, "cpu": 70})
-    args = render.render_policy(options)["profiles"][0]["pluginConfig"][1]["args"]
+    args = render.render_policy(**options)["profiles"][0]["pluginConfig"][1]["args"]
     assert list(args["thresholds"]) == ["cpu", "pods", "ephemeral-storage"]
 
 
 def test_optional_fields_rendered_after_the_page_fields():
     options = dict(PAGE_OPTIONS, exclude_namespaces=["kube-system"], eviction_limit_node=1, profile_name="vms")
-    policy = render.render_policy(options)
+    policy = render.render_policy(**options)
     profile = policy["profiles"][0]
     assert profile["name"] == "vms"
     assert list(profile["pluginConfig"][1]["args"]) == ["thresholds", "targetThresholds", "evictableNamespaces", "evictionLimits"]
@@ -82,27 +82,27 @@ def test_optional_fields_rendered_after_the_page_fields():
 
 
 def test_node_selector_as_given():
-    policy = render.render_policy(dict(PAGE_OPTIONS, nodes=None, node_selector="node-role.kubernetes.io/worker"))
+    policy = render.render_policy(**dict(PAGE_OPTIONS, nodes=None, node_selector="node-role.kubernetes.io/worker"))
     assert policy["nodeSelector"] == "node-role.kubernetes.io/worker"
 
 
 def test_vm_selector_whole():
     selector = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]}
-    policy = render.render_policy(dict(PAGE_OPTIONS, vm_labels=None, vm_selector=selector))
+    policy = render.render_policy(**dict(PAGE_OPTIONS, vm_labels=None, vm_selector=selector))
     assert policy["profiles"][0]["pluginConfig"][0]["args"]["labelSelector"] == selector
 
 
 @pytest.mark.parametrize("extra, path", [({"node_selector": "a=b"}, "nodes"), ({"vm_selector": {"matchLabels": {"a": "b"}}}, "vm_labels")])
 def test_mutually_exclusive_options(extra, path):
     with pytest.raises(InvalidOption) as error:
-        render.render_policy(dict(PAGE_OPTIONS, **extra))
+        render.render_policy(**dict(PAGE_OPTIONS, **extra))
     assert error.value.path == path
 
 
 def test_merge_keeps_other_profiles_and_replaces_the_named_one():
     existing = copy.deepcopy(k8s.DEFAULT_POLICY)
     existing["profiles"].append({"name": "vm-rebalance", "pluginConfig": [], "plugins": {}})
-    merged = render.render_policy(dict(PAGE_OPTIONS, merge=True, nodes=["worker-a", "worker-b"]), existing)
+    merged = render.render_policy(**dict(PAGE_OPTIONS, nodes=["worker-a", "worker-b"]), merge_into=existing)
     assert [p["name"] for p in merged["profiles"]] == ["default", "vm-rebalance"]
     assert merged["profiles"][0] == k8s.DEFAULT_POLICY["profiles"][0]
     assert merged["profiles"][1] == k8s.VM_POLICY["profiles"][0]
@@ -111,9 +111,9 @@ def test_merge_keeps_other_profiles_and_replaces_the_named_one():
 
 
 def test_merge_appends_when_absent_and_replace_drops_others():
-    merged = render.render_policy(dict(PAGE_OPTIONS, merge=True), k8s.DEFAULT_POLICY)
+    merged = render.render_policy(**PAGE_OPTIONS, merge_into=k8s.DEFAULT_POLICY)
     assert [p["name"] for p in merged["profiles"]] == ["default", "vm-rebalance"]
-    replaced = render.render_policy(dict(PAGE_OPTIONS, merge=False), k8s.DEFAULT_POLICY)
+    replaced = render.render_policy(**PAGE_OPTIONS)  # merge false: the service passes no policy to merge into
     assert [p["name"] for p in replaced["profiles"]] == ["vm-rebalance"]
 
 
@@ -148,5 +148,5 @@ def test_same_policy_compares_data_not_text():
 ])
 def test_malformed_render_options_name_the_option(options, path):
     with pytest.raises(InvalidOption) as error:
-        render.check_options(options)
+        render.check_options(**options)
     assert error.value.path == path
