@@ -56,7 +56,8 @@ options:
     default: descheduler
   include:
     description:
-      - The sections to read. Leaving one out saves its list calls.
+      - The sections to read. Leaving one out saves its list calls. An empty list is refused (leave the option out to read
+        every section).
       - C(nodes) needs every non-finished Pod of the cluster (for requests in use); without it only virt-launcher Pods are read.
     type: list
     elements: str

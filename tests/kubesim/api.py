@@ -5,7 +5,9 @@ through a real API server."""
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
+import itertools
 import json
 import random
 import threading
@@ -218,19 +220,22 @@ class Cluster:
         with self.lock:
             rv = self.store.rv
             rows = self.store.sorted_entries(rt.key, namespace if rt.namespaced else None)
+        # rows are in key order, so a continuation starts right after its key; a page reads up to limit+1 matches
+        begin = bisect.bisect_right(rows, tuple(start), key=lambda row: (row[0], row[1])) if start is not None else 0
         items = []
-        for ns, name, entry in rows:
-            if start is not None and [ns, name] <= start:
-                continue
+        for ns, name, entry in itertools.islice(rows, begin, None):
             if labels(entry.obj) and fields(entry.obj):
                 items.append((ns, name, entry))
+                if limit and len(items) > limit:
+                    break
         result = ListResult([row[2] for row in items], rv)
         if limit and len(items) > limit:
             last_ns, last_name = items[limit - 1][:2]
             result.items = result.items[:limit]
             result.continue_token = base64.urlsafe_b64encode(
                 json.dumps({"start": [last_ns, last_name], "rv": rv}).encode()).decode()
-            result.remaining = len(items) - limit
+            # as the etcd3 store: remainingItemCount only for a list without selectors (it counts keys, not matches)
+            result.remaining = None if (label_selector or field_selector) else len(rows) - begin - limit
         return result
 
     # -------------------------------------------------------------------------------------- update

@@ -159,6 +159,11 @@ def test_pagination_returns_every_item_once(cluster):
         assert page.remaining == 23 - len(seen)
         token = page.continue_token
     assert seen == [f"p-{i:02d}" for i in range(23)]
+    # ListMeta.remainingItemCount "is not set when the list request contains label or field selectors"
+    page = cluster.list(cms, "default", label_selector="!absent", limit=5)
+    assert len(page.items) == 5 and page.continue_token and page.remaining is None
+    rest = cluster.list(cms, "default", label_selector="!absent", limit=100, continue_token=page.continue_token)
+    assert [e.obj["metadata"]["name"] for e in rest.items] == [f"p-{i:02d}" for i in range(5, 23)] and not rest.continue_token
 
 
 def test_garbage_collection_and_orphaning(running):
