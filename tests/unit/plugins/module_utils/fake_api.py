@@ -88,5 +88,5 @@ def connect(api, retries=5, timeout=120, page_size=500):
     clock = Clock()
     client = type("K8SClient", (), {"client": api})()
     connection = conn.Client({"kubeconfig": "/dev/null"}, retries=retries, timeout=timeout, client_factory=lambda **auth: client,
-                                 sleep=clock.sleep, clock=clock, page_size=page_size)
+                             sleep=clock.sleep, clock=clock, page_size=page_size)
     return connection, clock

@@ -15,43 +15,18 @@ from .. import k8s_objects as k8s
 
 # The page's verification policy (shared/reference/descheduler-vm-rebalance.md, "Configure a Bounded VM
 # Rebalance Policy"), character for character, placeholders included.
-PAGE_POLICY_TEXT = """\
-apiVersion: "descheduler/v1alpha2"
-kind: "DeschedulerPolicy"
-nodeSelector: "kubernetes.io/hostname in (<worker-a>,<worker-b>)"
-maxNoOfPodsToEvictPerNode: 1
-maxNoOfPodsToEvictPerNamespace: 1
-maxNoOfPodsToEvictTotal: 1
-profiles:
-- name: vm-rebalance
-  pluginConfig:
-  - name: DefaultEvictor
-    args:
-      nodeFit: true
-      labelSelector:
-        matchLabels:
-          app: desched-test
-      podProtections:
-        defaultDisabled:
-        - PodsWithLocalStorage
-  - name: LowNodeUtilization
-    args:
-      thresholds:
-        cpu: 70
-        memory: 60
-        pods: 20
-      targetThresholds:
-        cpu: 75
-        memory: 68
-        pods: 30
-  plugins:
-    balance:
-      enabled:
-      - LowNodeUtilization
-"""
+from support.policy import PAGE_POLICY_TEXT
+
 PAGE_OPTIONS = {"profile_name": "vm-rebalance", "nodes": ["<worker-a>", "<worker-b>"], "max_pods_to_evict_per_node": 1,
                 "max_pods_to_evict_per_namespace": 1, "max_pods_to_evict_total": 1, "node_fit": True, "vm_labels": {"app": "desched-test"},
                 "thresholds": {"cpu": 70, "memory": 60, "pods": 20}, "target_thresholds": {"cpu": 75, "memory": 68, "pods": 30}}
+
+
+def page_options(**changes):
+    """PAGE_OPTIONS with some changed (built by update: pylint reads dict(PAGE_OPTIONS, x=...) as x given twice)."""
+    options = dict(PAGE_OPTIONS)
+    options.update(changes)
+    return options
 
 
 def test_page_policy_is_reproduced_text_for_text():
@@ -61,18 +36,18 @@ def test_page_policy_is_reproduced_text_for_text():
 
 
 def test_page_policy_as_data_equals_the_fixture():
-    options = dict(PAGE_OPTIONS, nodes=["worker-a", "worker-b"])
+    options = page_options(nodes=["worker-a", "worker-b"])
     assert render.render_policy(**options) == k8s.VM_POLICY
 
 
 def test_threshold_order_is_cpu_memory_pods_then_others():
-    options = dict(PAGE_OPTIONS, thresholds={"pods": 20, "ephemeral-storage": 5, "cpu": 70})
+    options = page_options(thresholds={"pods": 20, "ephemeral-storage": 5, "cpu": 70})
     args = render.render_policy(**options)["profiles"][0]["pluginConfig"][1]["args"]
     assert list(args["thresholds"]) == ["cpu", "pods", "ephemeral-storage"]
 
 
 def test_optional_fields_rendered_after_the_page_fields():
-    options = dict(PAGE_OPTIONS, exclude_namespaces=["kube-system"], eviction_limit_node=1, profile_name="vms")
+    options = page_options(exclude_namespaces=["kube-system"], eviction_limit_node=1, profile_name="vms")
     policy = render.render_policy(**options)
     profile = policy["profiles"][0]
     assert profile["name"] == "vms"
@@ -82,27 +57,31 @@ def test_optional_fields_rendered_after_the_page_fields():
 
 
 def test_node_selector_as_given():
-    policy = render.render_policy(**dict(PAGE_OPTIONS, nodes=None, node_selector="node-role.kubernetes.io/worker"))
+    options = page_options(nodes=None, node_selector="node-role.kubernetes.io/worker")
+    policy = render.render_policy(**options)
     assert policy["nodeSelector"] == "node-role.kubernetes.io/worker"
 
 
 def test_vm_selector_whole():
     selector = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["a", "b"]}]}
-    policy = render.render_policy(**dict(PAGE_OPTIONS, vm_labels=None, vm_selector=selector))
+    options = page_options(vm_labels=None, vm_selector=selector)
+    policy = render.render_policy(**options)
     assert policy["profiles"][0]["pluginConfig"][0]["args"]["labelSelector"] == selector
 
 
 @pytest.mark.parametrize("extra, path", [({"node_selector": "a=b"}, "nodes"), ({"vm_selector": {"matchLabels": {"a": "b"}}}, "vm_labels")])
 def test_mutually_exclusive_options(extra, path):
     with pytest.raises(InvalidOption) as error:
-        render.render_policy(**dict(PAGE_OPTIONS, **extra))
+        options = page_options(**extra)
+        render.render_policy(**options)
     assert error.value.path == path
 
 
 def test_merge_keeps_other_profiles_and_replaces_the_named_one():
     existing = copy.deepcopy(k8s.DEFAULT_POLICY)
     existing["profiles"].append({"name": "vm-rebalance", "pluginConfig": [], "plugins": {}})
-    merged = render.render_policy(**dict(PAGE_OPTIONS, nodes=["worker-a", "worker-b"]), merge_into=existing)
+    options = page_options(nodes=["worker-a", "worker-b"])
+    merged = render.render_policy(**options, merge_into=existing)
     assert [p["name"] for p in merged["profiles"]] == ["default", "vm-rebalance"]
     assert merged["profiles"][0] == k8s.DEFAULT_POLICY["profiles"][0]
     assert merged["profiles"][1] == k8s.VM_POLICY["profiles"][0]

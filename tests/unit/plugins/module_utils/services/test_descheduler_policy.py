@@ -35,7 +35,8 @@ def test_wanted_policy_rendered_or_given():
 
 def test_wanted_policy_refuses_both_and_neither():
     with pytest.raises(InvalidOption) as both:
-        apply.wanted_policy(options(**dict(OPTIONS, policy=k8s.VM_POLICY)), None)
+        given = dict(OPTIONS, policy=k8s.VM_POLICY)
+        apply.wanted_policy(options(**given), None)
     assert both.value.path == "policy" and "mutually exclusive" in both.value.problem
     with pytest.raises(InvalidOption) as neither:
         apply.wanted_policy(options(nodes=["a"]), None)
@@ -215,7 +216,9 @@ def test_absent_after_restoring_the_chart_text_returns_at_once(tmp_path):
     other = tmp_path / "empty"
     cluster = AbsentCluster(chart, [k8s.resource_patch("rp-override")])
     with pytest.raises(apply.RebalanceError) as error:
-        apply._absent(options(**dict(params, backup_dir=str(other))), False, cluster, chart, "policy.yaml", "chart\n", {})
+        given = dict(params)
+        given.update(backup_dir=str(other))  # not dict(params, backup_dir=...): pylint reads that as backup_dir given twice
+        apply._absent(options(**given), False, cluster, chart, "policy.yaml", "chart\n", {})
     assert "no backup in backup_dir shows the chart's policy" in str(error.value) and error.value.path == "wait_timeout"
 
 
@@ -290,7 +293,8 @@ class FakeClient:
 
 
 def policy_options(tmp_path, **given):
-    return options(**dict(OPTIONS, backup_dir=str(tmp_path / "backups"), cluster_name="workload", **given))
+    given = dict(OPTIONS, backup_dir=str(tmp_path / "backups"), cluster_name="workload", **given)
+    return options(**given)
 
 
 def test_check_mode_sends_the_update_as_a_dry_run_and_reports_the_servers_answer(tmp_path):

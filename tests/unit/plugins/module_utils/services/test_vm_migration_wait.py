@@ -57,7 +57,8 @@ class Script:
 
 def options(**given):
     """The options with a short timeout: the waits here end on events, not at the default 600 s."""
-    return mw.VmMigrationWaitOptions.from_params(spec_params(mw.ARG_SPEC, **dict({"timeout": 5}, **given)))
+    given = dict({"timeout": 5}, **given)
+    return mw.VmMigrationWaitOptions.from_params(spec_params(mw.ARG_SPEC, **given))
 
 
 # ------------------------------------------------------------------------------------------ options and derivations
