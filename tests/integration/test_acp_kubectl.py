@@ -11,38 +11,12 @@ import time
 
 import pytest
 
-from .conftest import kubectl_available
+from support.policy import PAGE_POLICY
+from support.simulator import kubectl_available
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
 
-BOUNDED_POLICY = textwrap.dedent("""\
-    apiVersion: "descheduler/v1alpha2"
-    kind: "DeschedulerPolicy"
-    nodeSelector: "kubernetes.io/hostname in (worker-a,worker-b)"
-    maxNoOfPodsToEvictPerNode: 1
-    maxNoOfPodsToEvictPerNamespace: 1
-    maxNoOfPodsToEvictTotal: 1
-    profiles:
-    - name: vm-rebalance
-      pluginConfig:
-      - name: DefaultEvictor
-        args:
-          nodeFit: true
-          labelSelector:
-            matchLabels:
-              app: desched-test
-          podProtections:
-            defaultDisabled:
-            - PodsWithLocalStorage
-      - name: LowNodeUtilization
-        args:
-          thresholds: {cpu: 70, memory: 60, pods: 20}
-          targetThresholds: {cpu: 75, memory: 68, pods: 30}
-      plugins:
-        balance:
-          enabled:
-          - LowNodeUtilization
-    """)
 WARNING = re.compile(r"^Warning: The operation is allowed, and ResourcePatch (rp-[a-z0-9]{5}) is created$", re.M)
 POLICY_JSONPATH = "jsonpath={.data.policy\\.yaml}"
 
@@ -72,16 +46,6 @@ def _editor(tmp_path, policy: str) -> str:
     return str(script)
 
 
-def _wait(predicate, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_edit_records_a_resourcepatch_that_survives_and_rolls_back(acp, tmp_path):
     chart_policy = acp.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o", POLICY_JSONPATH).stdout
     assert "PodsWithPVC" in chart_policy
@@ -89,7 +53,7 @@ def test_edit_records_a_resourcepatch_that_survives_and_rolls_back(acp, tmp_path
     assert "app.kubernetes.io/name: descheduler" in backup
 
     edit = acp.kubectl("-n", "descheduler", "edit", "configmap", "descheduler",
-                       env={"KUBE_EDITOR": _editor(tmp_path, BOUNDED_POLICY), "EDITOR": ""})
+                       env={"KUBE_EDITOR": _editor(tmp_path, PAGE_POLICY), "EDITOR": ""})
     assert edit.stdout.strip() == "configmap/descheduler edited"
     match = WARNING.search(edit.stderr)
     assert match, edit.stderr
@@ -105,7 +69,7 @@ def test_edit_records_a_resourcepatch_that_survives_and_rolls_back(acp, tmp_path
     time.sleep(1.0)   # five resync periods at timeScale 10
     acp.settle()
     edited = acp.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o", POLICY_JSONPATH).stdout
-    assert edited == BOUNDED_POLICY
+    assert edited == PAGE_POLICY
 
     # Stop and Roll Back: suspend (recorded too), delete the policy override, read the policy head.
     suspend = acp.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge",
@@ -113,8 +77,8 @@ def test_edit_records_a_resourcepatch_that_survives_and_rolls_back(acp, tmp_path
     assert suspend.stdout.strip() == "cronjob.batch/descheduler patched" and WARNING.search(suspend.stderr)
     deleted = acp.kubectl("-n", "descheduler", "delete", "resourcepatch", rp_name)
     assert deleted.stdout.strip() == f'resourcepatch.operator.alauda.io "{rp_name}" deleted'
-    _wait(lambda: acp.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o",
-                              POLICY_JSONPATH).stdout == chart_policy, timeout=5)
+    wait_for(lambda: acp.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o",
+                                 POLICY_JSONPATH).stdout == chart_policy, timeout=5, interval=0.1)
     head = "\n".join(chart_policy.splitlines()[:5])
     assert head.startswith('apiVersion: "descheduler/v1alpha2"\nkind: "DeschedulerPolicy"')
     time.sleep(0.5)
@@ -169,7 +133,7 @@ def test_pdb_columns_for_min_available_and_max_unavailable(acp):
         by_name = {r[0]: r for r in rows[1:]}
         return (rows, by_name) if by_name.get("vmpool-pdb", [""] * 4)[3] == "1" else None
 
-    rows, by_name = _wait(table)
+    rows, by_name = wait_for(table, timeout=10, interval=0.1)
     assert rows[0] == ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"]
     assert by_name["vmpool-pdb"][1:4] == ["2", "N/A", "1"]
     assert by_name["vmpool-pdb-max"][1:4] == ["N/A", "1", "0"]

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import start_kubesim, stop_kubesim
+from support.policy import PAGE_OPTIONS, PAGE_POLICY
+from support.simulator import running_kubesim
+
 from .module_call import call_module
-from .test_descheduler_policy import PAGE_OPTIONS, PAGE_YAML
 
 FACTS, POLICY, VERIFY = "kubevirt_eviction_facts", "descheduler_policy", "vm_migration_verify"
 BASELINE = {"vm-1": {"namespace": "desched-test", "name": "vm-1", "uid": "u-1", "node": "worker-a"}}
-GOOD_POLICY = yaml.safe_load(PAGE_YAML)
+GOOD_POLICY = yaml.safe_load(PAGE_POLICY)
 
 
 def policy_with(change) -> str:
@@ -84,7 +85,7 @@ CASES = [
     ("policy-exclude-namespace-invalid", POLICY, page(exclude_namespaces=["Bad_NS"]), "exclude_namespaces[0]"),
     ("policy-eviction-limit-negative", POLICY, page(eviction_limit_node=-2), "evictionLimits.node"),
     ("policy-state-unknown", POLICY, page(state="applied"), "state"),
-    ("policy-and-render-options", POLICY, {"policy": PAGE_YAML, "thresholds": {"cpu": 70}}, "policy"),
+    ("policy-and-render-options", POLICY, {"policy": PAGE_POLICY, "thresholds": {"cpu": 70}}, "policy"),
     # ---------------------------------------------------------------- descheduler_policy: whole policies
     ("policy-not-yaml", POLICY, {"policy": "profiles: [name: x"}, "policy"),
     ("policy-a-list", POLICY, {"policy": "- profiles"}, "policy"),
@@ -137,7 +138,7 @@ def write_backups(folder: Path, live: dict) -> None:
     (folder / "secret.yaml").write_text(yaml.safe_dump(dict(live, kind="Secret")))
     (folder / "other-namespace.yaml").write_text(yaml.safe_dump(dict(live, metadata=dict(live["metadata"], namespace="kube-system"))))
     (folder / "other-cluster.yaml").write_text(yaml.safe_dump(dict(live, metadata=dict(
-        live["metadata"], uid="00000000-0000-4000-8000-000000000000"), data={"policy.yaml": PAGE_YAML})))
+        live["metadata"], uid="00000000-0000-4000-8000-000000000000"), data={"policy.yaml": PAGE_POLICY})))
 
 
 STATE_PATHS = ("/api/v1/configmaps", "/apis/operator.alauda.io/v1alpha1/resourcepatches", "/apis/kubevirt.io/v1/virtualmachines",
@@ -158,12 +159,11 @@ def state(sim) -> dict:
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("bad-input")
-    started = start_kubesim("rebalance-two-workers", workdir / "sim")
-    live = started.kubectl_json("-n", "descheduler", "get", "configmap", "descheduler")
-    write_backups(workdir / "backups", live)
-    started.backups = workdir / "backups"
-    yield started
-    stop_kubesim(started)
+    with running_kubesim("rebalance-two-workers", workdir / "sim") as started:
+        live = started.kubectl_json("-n", "descheduler", "get", "configmap", "descheduler")
+        write_backups(workdir / "backups", live)
+        started.backups = workdir / "backups"
+        yield started
 
 
 def test_the_table_has_at_least_forty_cases_over_every_module():

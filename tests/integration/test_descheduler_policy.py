@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from support.policy import PAGE_OPTIONS, PAGE_POLICY
+from support.waiting import wait_for
+
 from .ansible_run import run_ansible_module, run_tasks
 from .conftest import ROOT, start_kubesim, stop_kubesim
-from .test_reference_rebalance import PAGE_POLICY
 
 MODULE = "kubevirt_ops.rebalance.descheduler_policy"
 PAGE = ROOT.parent / "shared" / "reference" / "descheduler-vm-rebalance.md"
-PAGE_OPTIONS = {"nodes": ["worker-a", "worker-b"], "max_pods_to_evict_per_node": 1, "max_pods_to_evict_per_namespace": 1,
-                "max_pods_to_evict_total": 1, "node_fit": True, "vm_labels": {"app": "desched-test"},
-                "thresholds": {"cpu": 70, "memory": 60, "pods": 20}, "target_thresholds": {"cpu": 75, "memory": 68, "pods": 30}}
 PAGE_YAML = PAGE_POLICY  # the page's verification policy with the scenario's worker names
 
 
@@ -43,16 +42,6 @@ def policy_text(sim) -> str:
 
 def resource_patches(sim) -> list:
     return [item["metadata"]["name"] for item in sim.kubectl_json("-n", "descheduler", "get", "resourcepatch")["items"]]
-
-
-def wait_for(what, predicate, timeout=30.0, interval=0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "timed out waiting for " + what
-        time.sleep(interval)
 
 
 @pytest.fixture
@@ -212,7 +201,7 @@ def test_concurrent_edit_between_read_and_write_is_a_conflict(sim):
         results["module"] = run_module(sim, expect_failure=True, **PAGE_OPTIONS)
     worker = threading.Thread(target=apply)
     worker.start()
-    wait_for("the backup (the module is about to write)", lambda: list((Path(sim.kubeconfig).parent / "backups").glob("*.yaml")), timeout=60)
+    wait_for(lambda: list((Path(sim.kubeconfig).parent / "backups").glob("*.yaml")), timeout=60, what="the backup (the module is about to write)")
     sim.kubectl("-n", "descheduler", "annotate", "configmap", "descheduler", "edited-by=someone-else")
     edited = policy_text(sim)
     worker.join(120)
@@ -235,7 +224,7 @@ def test_first_descheduler_run_moves_the_planned_vm(sim):
     def first_migrations():
         items = sim.kubectl_json("-n", "desched-test", "get", "virtualmachineinstancemigrations")["items"]
         return sorted(items, key=lambda m: m["metadata"]["creationTimestamp"]) if items else None
-    migrations = wait_for("the first evacuation migration", first_migrations, timeout=90)
+    migrations = wait_for(first_migrations, timeout=90, what="the first evacuation migration")
     first_second = migrations[0]["metadata"]["creationTimestamp"]
     first_run = [m for m in migrations if m["metadata"]["creationTimestamp"] == first_second]
     assert len(first_run) == len(plan["evictions"])

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import yaml
 
+from support.policy import PAGE_POLICY
+
 from .ansible_run import run_tasks
-from .test_reference_rebalance import PAGE_POLICY
 
 ROLE = [{"name": "Rebalance", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_rebalance"}}]
 

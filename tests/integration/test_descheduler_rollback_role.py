@@ -14,9 +14,11 @@ import pytest
 import yaml
 from kubernetes import client, config, watch
 
-from .conftest import start_kubesim, stop_kubesim
+from support.simulator import running_kubesim
+from support.waiting import wait_for
+
 from .ansible_run import run_role
-from .test_descheduler_policy import policy_text, resource_patches, wait_for
+from .test_descheduler_policy import policy_text, resource_patches
 from .test_descheduler_run import apply_page_policy
 
 ROLE = "descheduler_rollback"
@@ -24,9 +26,8 @@ ROLE = "descheduler_rollback"
 
 @pytest.fixture
 def sim(tmp_path):
-    started = start_kubesim("rebalance-two-workers", tmp_path / "sim")
-    yield started
-    stop_kubesim(started)
+    with running_kubesim("rebalance-two-workers", tmp_path / "sim") as started:
+        yield started
 
 
 def cronjob(sim) -> dict:
@@ -93,10 +94,10 @@ def test_rollback_restores_the_chart_policy_and_resumes_only_after_the_migration
     sim.kubectl("-n", "descheduler", "create", "job", "--from=cronjob/descheduler", "run-now")  # no wait for the schedule
     runs = {}
     with Timeline(sim) as timeline:
-        wait_for("a migration in flight", lambda: timeline.unfinished, timeout=30)
+        wait_for(lambda: timeline.unfinished, timeout=30, what="a migration in flight")
         role = threading.Thread(target=lambda: runs.setdefault("first", run_role(sim, ROLE, rollback_vars(tmp_path))))
         role.start()
-        wait_for("the CronJob suspended", lambda: timeline.suspend and timeline.suspend[-1][1], timeout=60)
+        wait_for(lambda: timeline.suspend and timeline.suspend[-1][1], timeout=60, what="the CronJob suspended")
         time.sleep(1.0)
         assert role.is_alive() and cronjob(sim)["spec"]["suspend"] is True  # waiting on the hanging migrations
         set_fault(sim, "")  # KubeVirt's retries of the evacuation succeed
@@ -163,7 +164,7 @@ def test_backup_method_reapplies_the_backup_and_the_cronjob_runs_again(sim, tmp_
     assert cronjob(sim)["spec"]["suspend"] is False
     assert "CronJob" not in [p["spec"]["target"]["kind"] for p in sim.kubectl_json("-n", "descheduler", "get", "resourcepatch")["items"]]
     known = job_names(sim)
-    wait_for("a Job of the resumed CronJob", lambda: job_names(sim) - known, timeout=30)
+    wait_for(lambda: job_names(sim) - known, timeout=30, what="a Job of the resumed CronJob")
 
 
 def deployment(sim) -> dict:
@@ -175,25 +176,24 @@ def descheduler_pods(sim) -> list:
 
 
 def test_deployment_mode_scales_to_zero_while_waiting_and_restores_the_replicas(tmp_path):
-    sim = start_kubesim("deployment-mode", tmp_path / "sim")
-    try:
+    with running_kubesim("deployment-mode", tmp_path / "sim") as sim:
         assert deployment(sim)["spec"]["replicas"] == 1
         set_fault(sim, "hang")
         applied = apply_page_policy(sim)
         assert applied["resource_patch"]["name"] in resource_patches(sim)
         # a Deployment's descheduler reads its policy at container start: restart it, as after a policy change
         sim.kubectl("-n", "descheduler", "delete", "pod", "-l", "app.kubernetes.io/name=descheduler", "--wait=false")
-        wait_for("a migration in flight", lambda: any((m.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                                                      for m in sim.kubectl_json("get", "vmim", "-n", "desched-test")["items"]),
-                 timeout=30)
+        wait_for(lambda: any((m.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                             for m in sim.kubectl_json("get", "vmim", "-n", "desched-test")["items"]),
+                 timeout=30, what="a migration in flight")
         runs = {}
         role = threading.Thread(target=lambda: runs.setdefault("first", run_role(sim, ROLE, rollback_vars(tmp_path))))
         role.start()
-        wait_for("the Deployment scaled to 0", lambda: deployment(sim)["spec"]["replicas"] == 0, timeout=60)
+        wait_for(lambda: deployment(sim)["spec"]["replicas"] == 0, timeout=60, what="the Deployment scaled to 0")
         paused = deployment(sim)
         assert role.is_alive()  # waiting on the hanging migration, the Deployment at 0
         assert paused["metadata"]["annotations"]["kubevirt-ops.io/rollback-replicas"] == "1"
-        wait_for("no descheduler Pod", lambda: not descheduler_pods(sim), timeout=30)
+        wait_for(lambda: not descheduler_pods(sim), timeout=30, what="no descheduler Pod")
         set_fault(sim, "")
         sim.kubectl("delete", "vmim", "--all", "-n", "desched-test", "--wait=false")
         role.join(90)
@@ -205,6 +205,4 @@ def test_deployment_mode_scales_to_zero_while_waiting_and_restores_the_replicas(
         assert after["spec"]["replicas"] == 1
         assert "kubevirt-ops.io/rollback-replicas" not in (after["metadata"].get("annotations") or {})
         assert resource_patches(sim) == []
-        wait_for("a descheduler Pod again", lambda: descheduler_pods(sim), timeout=30)
-    finally:
-        stop_kubesim(sim)
+        wait_for(lambda: descheduler_pods(sim), timeout=30, what="a descheduler Pod again")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from support.policy import PAGE_OPTIONS, PAGE_POLICY
+
 from .ansible_run import run_ansible_module
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .module_call import call_module
-from .test_descheduler_policy import PAGE_OPTIONS
-from .test_reference_rebalance import PAGE_POLICY
 
 MODULE = "kubevirt_ops.rebalance.descheduler_run"
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")

@@ -20,8 +20,10 @@ import yaml
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
 
+from support.waiting import wait_for
+
 from .ansible_run import short_temp_dir
-from .conftest import ROOT, start_kubesim, stop_kubesim
+from .conftest import ROOT
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
@@ -58,16 +60,8 @@ def run_module(sim, check: bool = False, expect_failure: bool = False, tmpdir: s
 
 
 @pytest.fixture
-def simulator(tmp_path):
-    started = []
-
-    def start(scenario: str):
-        sim = start_kubesim(scenario, tmp_path / "sim{0}".format(len(started)))
-        started.append(sim)
-        return sim
-    yield start
-    for sim in started:
-        stop_kubesim(sim)
+def simulator(fresh_kubesim):
+    return fresh_kubesim
 
 
 def api_client(sim, context: str = "workload") -> client.ApiClient:
@@ -91,17 +85,6 @@ def vmis_of(sim, namespace: str | None = None) -> dict:
 def migrations_of(sim, namespace: str) -> list:
     custom = client.CustomObjectsApi(api_client(sim))
     return custom.list_namespaced_custom_object("kubevirt.io", "v1", namespace, "virtualmachineinstancemigrations")["items"]
-
-
-def wait_for(what: str, predicate, timeout: float = 30.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after {0}s waiting for {1}".format(timeout, what))
-        time.sleep(interval)
 
 
 def evict(sim, namespace: str, pod: str, descheduler: bool = False) -> dict:
@@ -137,7 +120,7 @@ def create_verdict_vms(sim) -> None:
                  and any(c.get("type") == "LiveMigratable" for c in v["status"].get("conditions") or [])]
         return len(ready) == 9 and len(vmis) == 9
     try:
-        wait_for("the 9 VMIs of eviction-verdicts-vms.yaml to run", all_running, timeout=60)
+        wait_for(all_running, timeout=60, what="the 9 VMIs of eviction-verdicts-vms.yaml to run")
     except AssertionError as error:
         phases = {name: (vmi.get("status") or {}).get("phase") for (_ns, name), vmi in vmis_of(sim, NS).items()}
         raise AssertionError("{0}; VMI phases: {1}".format(error, phases)) from None
@@ -208,7 +191,7 @@ def test_each_verdict_is_what_the_simulator_does_when_the_launcher_is_evicted(ve
                 and restarted["status"].get("phase") == "Running" and replacements
                 and (vmis.get("vm-once") or {}).get("status", {}).get("phase") in (None, "Failed", "Succeeded")
                 and (vmis.get("vmi-bare") or {}).get("status", {}).get("phase") in (None, "Failed", "Succeeded"))
-    wait_for("migrate, restart, replace and shutdown outcomes", outcome_reached, timeout=60)
+    wait_for(outcome_reached, timeout=60, what="migrate, restart, replace and shutdown outcomes")
     vmis = {name: vmi for (_ns, name), vmi in vmis_of(verdicts, NS).items()}
     # migrate: same UID on another node, a Succeeded evacuation migration
     assert vmis["vm-migrate"]["metadata"]["uid"] == before["vm-migrate"]["uid"]
@@ -231,7 +214,7 @@ def test_in_progress_while_an_evacuation_runs_and_the_second_eviction_agrees(ver
     before = by_name(run_module(verdicts, namespaces=[NS], names=["vm-hang"], include=["vmis"]))
     answer = evict(verdicts, NS, before["vm-hang"]["launcher"]["name"], descheduler=True)
     assert answer == before["vm-hang"]["eviction_response"]
-    wait_for("the evacuation migration of vm-hang", lambda: [m for m in migrations_of(verdicts, NS) if m["spec"]["vmiName"] == "vm-hang"])
+    wait_for(lambda: [m for m in migrations_of(verdicts, NS) if m["spec"]["vmiName"] == "vm-hang"], what="the evacuation migration of vm-hang")
     fact = by_name(run_module(verdicts, namespaces=[NS], names=["vm-hang"], include=["vmis"]))["vm-hang"]
     assert fact["verdict"] == "in_progress" and fact["evacuation_node_name"] == before["vm-hang"]["node"]
     assert fact["eviction_source"] == "descheduler" and fact["unfinished_migrations"]
@@ -455,7 +438,7 @@ def evict_every_launcher_and_check_outcomes(sim, facts: list, timeout: float = 9
                 for f in evicted}
         return {k: v for k, v in gaps.items() if v}
     try:
-        wait_for("the outcome of every verdict", lambda: not missing(), timeout=timeout)
+        wait_for(lambda: not missing(), timeout=timeout, what="the outcome of every verdict")
     except AssertionError as error:
         raise AssertionError("{0}: {1}".format(error, missing())) from None
     sim.settle()

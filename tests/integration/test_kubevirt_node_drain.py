@@ -11,7 +11,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import ARG_SPEC, KubevirtNodeDrainOptions, run
 
 from .ansible_run import run_ansible_module
-from .conftest import kubectl_available, start_kubesim, stop_kubesim
+from .conftest import kubectl_available, running_kubesim, start_kubesim, stop_kubesim
 from .drain_scenario import write_scenario
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
@@ -55,12 +55,9 @@ def by_name(result: dict) -> dict:
 
 @pytest.fixture
 def sim(tmp_path):
-    started = start_kubesim("maintenance", tmp_path / "sim")
     # only the drain moves Pods: the scenario's descheduler CronJob is suspended
-    started.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-    started.settle()
-    yield started
-    stop_kubesim(started)
+    with running_kubesim("maintenance", tmp_path / "sim", suspend=True, settle=True) as started:
+        yield started
 
 
 # ------------------------------------------------------------------------------------------ preflight

@@ -3,133 +3,28 @@ docs/rbac/<module>.yaml succeeds against the simulator with RBAC on; with one pe
 module fails with a message that names the verb, the resource and what to grant, and the cluster is as before."""
 from __future__ import annotations
 
-import copy
-import json
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
+from support.policy import PAGE_OPTIONS, PAGE_POLICY
+from support.rbac import RBAC_DIR, api, as_user, assert_denied, grant, manifests, rbac_kubesim, snapshot, without
+from support.simulator import evict
+
 from .ansible_run import run_ansible_module
-from .conftest import ROOT, start_kubesim, stop_kubesim
 from .module_call import call_module
-from .test_descheduler_policy import PAGE_OPTIONS, PAGE_YAML
 
-RBAC_DIR = ROOT / "docs" / "rbac"
-RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
 USERS = ["facts", "policy", "verify", "reduced"]
-
-
-def manifests(module: str) -> list:
-    return yaml.safe_load((RBAC_DIR / "{0}.yaml".format(module)).read_text())["items"]
-
-
-def api(sim, method: str, path: str, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(sim.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        if method == "DELETE" and error.code == 404:
-            return None
-        raise AssertionError("{0} {1}: {2} {3}".format(method, path, error.code, error.read().decode())) from None
-
-
-GRANTED: dict = {}
-
-
-def grant(sim, user: str, docs: list) -> None:
-    """Create the roles of `docs` under per-user names and bind them to `user`, replacing every earlier grant."""
-    for path in GRANTED.pop(user, []):
-        api(sim, "DELETE", path)
-    for doc in docs:
-        doc = copy.deepcopy(doc)
-        kind, namespace = doc["kind"], doc["metadata"].get("namespace")
-        name = "{0}-{1}".format(doc["metadata"]["name"], user)
-        doc["metadata"]["name"] = name
-        plural = {"ClusterRole": "clusterroles", "Role": "roles"}[kind]
-        binding_plural = {"ClusterRole": "clusterrolebindings", "Role": "rolebindings"}[kind]
-        scope = "{0}/namespaces/{1}".format(RBAC_API, namespace) if namespace else RBAC_API
-        api(sim, "DELETE", "{0}/{1}/{2}".format(scope, plural, name))
-        api(sim, "DELETE", "{0}/{1}/{2}".format(scope, binding_plural, name))
-        api(sim, "POST", "{0}/{1}".format(scope, plural), doc)
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind + "Binding",
-                   "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
-                   "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}}
-        api(sim, "POST", "{0}/{1}".format(scope, binding_plural), binding)
-        GRANTED.setdefault(user, []).append("{0}/{1}/{2}".format(scope, binding_plural, name))
-
-
-def without(docs: list, kind: str, resource: str, verb: str) -> list:
-    """The documented set with `verb` on `resource` taken out of the `kind` (ClusterRole or Role)."""
-    reduced = copy.deepcopy(docs)
-    found = False
-    for doc in reduced:
-        if doc["kind"] != kind:
-            continue
-        rules = []
-        for rule in doc["rules"]:
-            if resource not in rule["resources"] or verb not in rule["verbs"]:
-                rules.append(rule)
-                continue
-            found = True
-            others = [r for r in rule["resources"] if r != resource]
-            verbs = [v for v in rule["verbs"] if v != verb]
-            rules += ([dict(rule, resources=others)] if others else []) + ([dict(rule, resources=[resource], verbs=verbs)] if verbs else [])
-        doc["rules"] = rules
-    assert found, "the documented {0} has no {1} on {2}".format(kind, verb, resource)
-    return reduced
-
-
-def evict(sim, namespace: str, pod: str) -> None:
-    """As the admin; KubeVirt answers 429 and live-migrates the VM instead."""
-    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
-    request = urllib.request.Request("{0}/api/v1/namespaces/{1}/pods/{2}/eviction".format(sim.url, namespace, pod),
-                                     data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"})
-    try:
-        urllib.request.urlopen(request, timeout=30).close()
-    except urllib.error.HTTPError as error:
-        assert error.code == 429, error.read()
-
-
-def snapshot(sim) -> dict:
-    """The objects these modules could change: (kind, namespace, name) -> resourceVersion."""
-    state = {}
-    for path in ("/api/v1/configmaps", "/apis/operator.alauda.io/v1alpha1/resourcepatches",
-                 "/apis/kubevirt.io/v1/virtualmachineinstances", "/apis/kubevirt.io/v1/virtualmachineinstancemigrations"):
-        for item in api(sim, "GET", path)["items"]:
-            state[(item["kind"], item["metadata"].get("namespace"), item["metadata"]["name"])] = item["metadata"]["resourceVersion"]
-    return state
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("least-privilege")
-    scenario = workdir / "rbac.yaml"
-    scenario.write_text(yaml.safe_dump({"extends": "rebalance-two-workers", "name": "rebalance-rbac", "rbac": True,
-                                        "users": [{"name": u, "token": "{0}-token".format(u)} for u in USERS]}))
-    started = start_kubesim(str(scenario), workdir / "sim")
-    grant(started, "facts", manifests("kubevirt_eviction_facts"))
-    grant(started, "policy", manifests("descheduler_policy"))
-    grant(started, "verify", manifests("vm_migration_verify"))
-    yield started
-    stop_kubesim(started)
-
-
-def as_user(sim, user: str, **args) -> dict:
-    return {"kubeconfig": sim.kubeconfig, "context": "{0}@workload".format(user), **args}
-
-
-def assert_denied(result: dict, verb: str, resource: str) -> None:
-    assert result["failed"], result
-    assert 'cannot {0} resource "{1}"'.format(verb, resource) in result["msg"], result["msg"]
-    assert 'Grant the user verb "{0}" on resource "{1}"'.format(verb, resource) in result["msg"], result["msg"]
-    assert result["error"]["forbidden"]["verb"] == verb and result["error"]["status"] == 403
+    grants = {"facts": manifests("kubevirt_eviction_facts"), "policy": manifests("descheduler_policy"),
+              "verify": manifests("vm_migration_verify")}
+    with rbac_kubesim(tmp_path_factory.mktemp("least-privilege"), "rebalance-two-workers", "rebalance-rbac", USERS, grants) as started:
+        yield started
 
 
 # -------------------------------------------------------------------------------------------- facts
@@ -193,7 +88,7 @@ def test_policy_module_applies_restores_and_removes_as_its_user(sim, tmp_path):
     applied = call_module("descheduler_policy", as_user(sim, "policy", **options))
     assert not applied["failed"] and applied["changed"], applied
     live = api(sim, "GET", "/api/v1/namespaces/descheduler/configmaps/descheduler")
-    assert live["data"]["policy.yaml"] == PAGE_YAML
+    assert live["data"]["policy.yaml"] == PAGE_POLICY
     restored = call_module("descheduler_policy", as_user(sim, "policy", state="restored", backup_file=applied["backup_path"],
                                                          backup_dir=str(tmp_path / "backups"), cluster_name="workload"))
     assert not restored["failed"] and restored["changed"], restored

@@ -5,13 +5,11 @@ fail naming the verb and the resource, and change nothing."""
 from __future__ import annotations
 
 import pytest
-import yaml
 
-from .conftest import start_kubesim, stop_kubesim
+from support.rbac import api, as_user, assert_denied, grant, manifests, rbac_kubesim, role_denied, without
+
 from .module_call import call_module
 from .ansible_run import run_role
-from .test_least_privilege import api, as_user, assert_denied, grant, manifests, without
-from .test_least_privilege_roles import role_denied
 
 USERS = ["drain", "maintenance", "finish", "pdb", "reduced"]
 ALLOW_ALL = {"allow_shutdown": True, "allow_loss": True, "allow_blocked": True}
@@ -19,17 +17,10 @@ ALLOW_ALL = {"allow_shutdown": True, "allow_loss": True, "allow_blocked": True}
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("least-privilege-maintenance")
-    scenario = workdir / "rbac.yaml"
-    scenario.write_text(yaml.safe_dump({"extends": "maintenance", "name": "maintenance-rbac", "rbac": True,
-                                        "users": [{"name": u, "token": "{0}-token".format(u)} for u in USERS]}))
-    started = start_kubesim(str(scenario), workdir / "sim")
-    grant(started, "drain", manifests("kubevirt_node_drain"))
-    grant(started, "maintenance", manifests("roles/node_maintenance"))
-    grant(started, "finish", manifests("roles/node_maintenance_finish"))
-    grant(started, "pdb", manifests("roles/vm_pdb"))
-    yield started
-    stop_kubesim(started)
+    grants = {"drain": manifests("kubevirt_node_drain"), "maintenance": manifests("roles/node_maintenance"),
+              "finish": manifests("roles/node_maintenance_finish"), "pdb": manifests("roles/vm_pdb")}
+    with rbac_kubesim(tmp_path_factory.mktemp("least-privilege-maintenance"), "maintenance", "maintenance-rbac", USERS, grants) as started:
+        yield started
 
 
 def node(sim, name: str) -> dict:

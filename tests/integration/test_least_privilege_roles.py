@@ -6,35 +6,24 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from .conftest import ROOT, start_kubesim, stop_kubesim
+from support.policy import PAGE_OPTIONS, PAGE_POLICY
+from support.rbac import RBAC_DIR, api, as_user, assert_denied, grant, manifests, rbac_kubesim, role_denied, snapshot, without
+from support.simulator import ROOT
+
 from .module_call import call_module
 from .ansible_run import run_role
-from .test_descheduler_policy import PAGE_OPTIONS, PAGE_YAML
-from .test_least_privilege import RBAC_DIR, api, as_user, assert_denied, grant, manifests, snapshot, without
 
 USERS = ["run", "wait", "rollback", "compat", "rebalance", "reduced"]
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("least-privilege-roles")
-    scenario = workdir / "rbac.yaml"
-    scenario.write_text(yaml.safe_dump({"extends": "rebalance-two-workers", "name": "rebalance-rbac-roles", "rbac": True,
-                                        "users": [{"name": u, "token": "{0}-token".format(u)} for u in USERS]}))
-    started = start_kubesim(str(scenario), workdir / "sim")
-    grant(started, "run", manifests("descheduler_run"))
-    grant(started, "wait", manifests("vm_migration_wait"))
-    grant(started, "rollback", manifests("roles/descheduler_rollback"))
-    grant(started, "compat", manifests("roles/descheduler_compat")[:2])
+    grants = {"run": manifests("descheduler_run"), "wait": manifests("vm_migration_wait"),
+              "rollback": manifests("roles/descheduler_rollback"), "compat": manifests("roles/descheduler_compat")[:2]}
     if (ROOT / "roles" / "descheduler_rebalance").is_dir():
-        grant(started, "rebalance", manifests("roles/descheduler_rebalance"))
-    yield started
-    stop_kubesim(started)
-
-
-def role_denied(run, verb: str, resource: str) -> None:
-    """A role stopped by the API's 403 (kubernetes.core tasks print it JSON-escaped)."""
-    assert run.failed and 'cannot {0} resource "{1}"'.format(verb, resource) in run.stdout.replace("\\", ""), run.stdout[-3000:]
+        grants["rebalance"] = manifests("roles/descheduler_rebalance")
+    with rbac_kubesim(tmp_path_factory.mktemp("least-privilege-roles"), "rebalance-two-workers", "rebalance-rbac-roles", USERS, grants) as started:
+        yield started
 
 
 def jobs(sim) -> list:
@@ -74,7 +63,7 @@ def cronjob(sim) -> dict:
 def test_rollback_role_runs_as_its_user_and_stops_naming_a_missing_patch(sim, tmp_path):
     applied = call_module("descheduler_policy", dict(PAGE_OPTIONS, kubeconfig=sim.kubeconfig, backup_dir=str(tmp_path / "b"),
                                                      cluster_name="workload"))
-    assert not applied["failed"] and api(sim, "GET", "/api/v1/namespaces/descheduler/configmaps/descheduler")["data"]["policy.yaml"] == PAGE_YAML
+    assert not applied["failed"] and api(sim, "GET", "/api/v1/namespaces/descheduler/configmaps/descheduler")["data"]["policy.yaml"] == PAGE_POLICY
     grant(sim, "reduced", without(manifests("roles/descheduler_rollback"), "Role", "cronjobs", "patch"))
     before = policy_objects(sim)
     denied = run_role(sim, "descheduler_rollback", {"context": "reduced@workload", "descheduler_rollback_backup_dir": str(tmp_path / "b"),
@@ -109,7 +98,7 @@ def test_rebalance_role_applies_the_page_policy_as_its_user_and_without_update_c
     assert policy_objects(sim) == before
     result = run_role(sim, "descheduler_rebalance", {"context": "rebalance@workload", "descheduler_rebalance_backup_dir": str(tmp_path / "b"),
                                                      **variables}, name="rebalance").result
-    assert result["changed"] and api(sim, "GET", "/api/v1/namespaces/descheduler/configmaps/descheduler")["data"]["policy.yaml"] == PAGE_YAML
+    assert result["changed"] and api(sim, "GET", "/api/v1/namespaces/descheduler/configmaps/descheduler")["data"]["policy.yaml"] == PAGE_POLICY
 
 
 def test_every_role_set_is_a_valid_rbac_object():

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.error
 import urllib.request
 
 import pytest
 import yaml
 
-from .conftest import start_kubesim, stop_kubesim
+from support.policy import PAGE_OPTIONS, PAGE_POLICY
+from support.simulator import evict, running_kubesim
+
 from .module_call import call_module
-from .test_descheduler_policy import PAGE_OPTIONS, PAGE_YAML
 
 FACTS, POLICY, VERIFY = "kubevirt_eviction_facts", "descheduler_policy", "vm_migration_verify"
 
@@ -35,28 +35,18 @@ def cluster_state(sim) -> dict:
     return {"configmap": policy_configmap(sim), "resourcepatches": sorted(p["metadata"]["name"] for p in patches)}
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
-    """For the read-only modules: one simulator; each test clears its faults."""
-    sim = start_kubesim("rebalance-two-workers", tmp_path_factory.mktemp("faults") / "sim")
-    yield sim
-    stop_kubesim(sim)
-
-
 @pytest.fixture
-def sim(shared):
-    shared.clear_faults()
-    shared.reset_counters()
-    yield shared
-    shared.clear_faults()
+def sim(rebalance_two_workers):
+    """For the read-only modules: one simulator for the module; each test clears its faults."""
+    with rebalance_two_workers.without_faults() as shared:
+        yield shared
 
 
 @pytest.fixture
 def fresh(tmp_path):
     """For the policy writes: a simulator of its own."""
-    started = start_kubesim("rebalance-two-workers", tmp_path / "sim")
-    yield started
-    stop_kubesim(started)
+    with running_kubesim("rebalance-two-workers", tmp_path / "sim") as started:
+        yield started
 
 
 def policy_args(sim, tmp_path, **extra) -> dict:
@@ -118,7 +108,7 @@ def test_policy_update_retried_after_503s_lands_once_and_exactly(fresh, tmp_path
     fresh.add_fault(verb="update", resource="configmaps", namespace="descheduler", status=503, count=2)
     result = call_module(POLICY, policy_args(fresh, tmp_path))
     assert not result["failed"] and result["changed"], result
-    assert policy_configmap(fresh)["data"]["policy.yaml"] == PAGE_YAML
+    assert policy_configmap(fresh)["data"]["policy.yaml"] == PAGE_POLICY
     assert fresh.counters()["update configmaps"] == 3 and len(backups(tmp_path)) == 1
 
 
@@ -176,21 +166,11 @@ def record_running(sim) -> dict:
         time.sleep(0.2)
 
 
-def evict(sim, pod: str) -> None:
-    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": "desched-test"}}
-    request = urllib.request.Request("{0}/api/v1/namespaces/desched-test/pods/{1}/eviction".format(sim.url, pod),
-                                     data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"})
-    try:
-        urllib.request.urlopen(request, timeout=30).close()
-    except urllib.error.HTTPError as error:
-        assert error.code == 429, error.read()
-
-
 def test_verify_passes_through_dropped_watches_and_a_503_burst_on_relist(fresh):
     baseline = record_running(fresh)
     fresh.add_fault(verb="watch", resource="virtualmachineinstances", drop=True, count=2)
     fresh.add_fault(verb="watch", resource="virtualmachineinstancemigrations", status=503, count=2)
-    evict(fresh, baseline["vm-1"]["launcher"])
+    evict(fresh, "desched-test", baseline["vm-1"]["launcher"])
     result = call_module(VERIFY, {"kubeconfig": fresh.kubeconfig, "namespace": "desched-test", "names": ["vm-1"],
                                   "baseline": baseline, "timeout": 60})
     assert not result["failed"] and result["passed"], result
@@ -200,7 +180,7 @@ def test_verify_passes_through_dropped_watches_and_a_503_burst_on_relist(fresh):
 def test_verify_reports_a_failed_migration_with_its_reason_and_changes_nothing(fresh):
     baseline = record_running(fresh)
     fresh.kubectl("-n", "desched-test", "annotate", "vmi", "vm-2", "kubesim.io/migration=fail")
-    evict(fresh, baseline["vm-2"]["launcher"])
+    evict(fresh, "desched-test", baseline["vm-2"]["launcher"])
     result = call_module(VERIFY, {"kubeconfig": fresh.kubeconfig, "namespace": "desched-test", "names": ["vm-2"],
                                   "baseline": baseline, "timeout": 60})
     vm = result["vms"][0]

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
-from .conftest import kubectl_available, start_kubesim, stop_kubesim
+from support.simulator import kubectl_available, running_kubesim
+from support.waiting import wait_for
+
 from .module_call import call_module
 from .test_vm_migration_wait import start_migration
 
@@ -26,20 +28,11 @@ def retried(result: dict) -> list:
 
 
 # ------------------------------------------------------------------------------------------ descheduler_run
-@pytest.fixture(scope="module")
-def rebalance(tmp_path_factory):
-    """One rebalance-two-workers for the runs: each creates a Job of its own name (or none), so they do not interfere."""
-    sim = start_kubesim("rebalance-two-workers", tmp_path_factory.mktemp("faults_more") / "sim")
-    yield sim
-    stop_kubesim(sim)
-
-
 @pytest.fixture
-def run_sim(rebalance):
-    rebalance.clear_faults()
-    rebalance.reset_counters()
-    yield rebalance
-    rebalance.clear_faults()
+def run_sim(rebalance_two_workers):
+    """One rebalance-two-workers for the runs: each creates a Job of its own name (or none), so they do not interfere."""
+    with rebalance_two_workers.without_faults() as shared:
+        yield shared
 
 
 def assert_parsed_run(sim, result: dict, name: str) -> None:
@@ -98,8 +91,7 @@ def test_run_whose_create_fails_for_good_names_the_request_and_creates_no_job(ru
 def test_wait_returns_when_final_through_dropped_watches_and_a_503_burst_on_relist(tmp_path):
     """The migrations' watch is dropped three times, its history compacted (the reconnect gets 410 Gone) and the relist
     answered 503 twice: the wait reconnects, lists again (retried) and returns when the migration has Succeeded."""
-    sim = start_kubesim("rebalance-two-workers", tmp_path / "sim")
-    try:
+    with running_kubesim("rebalance-two-workers", tmp_path / "sim") as sim:
         sim.add_fault(verb="watch", resource="virtualmachineinstancemigrations", drop=True, count=3)
         name = start_migration(sim, "vm-1", "slow")
         sim.reset_counters()
@@ -107,10 +99,8 @@ def test_wait_returns_when_final_through_dropped_watches_and_a_503_burst_on_reli
         waiter = threading.Thread(target=lambda: done.update(result=call_module(
             WAIT, {"kubeconfig": sim.kubeconfig, "namespaces": ["desched-test"], "vmi_names": ["vm-1"], "timeout": 60})))
         waiter.start()
-        deadline = time.monotonic() + 10
-        while not sim.counters().get("list virtualmachineinstancemigrations"):  # the first list is done: now fault the relist
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        # the first list is done: now fault the relist
+        wait_for(lambda: sim.counters().get("list virtualmachineinstancemigrations"), timeout=10, interval=0.02, what="the first list")
         sim.kubectl("annotate", "vmi", "vm-2", "-n", "desched-test", "--overwrite", "faults-more/touched=yes")  # the history moves on
         sim.admin("POST", "compact?cluster=workload")
         sim.add_fault(verb="list", resource="virtualmachineinstancemigrations", status=503, count=2)
@@ -123,20 +113,15 @@ def test_wait_returns_when_final_through_dropped_watches_and_a_503_burst_on_reli
         assert sim.counters()["list virtualmachineinstancemigrations"] == 4  # the first list, two 503s, the relist
         assert sim.kubectl_json("get", "vmi", "vm-1", "-n", "desched-test")["status"]["nodeName"] == "worker-b"
         assert sim.kubectl_json("get", "vmim", name, "-n", "desched-test")["status"]["phase"] == "Succeeded"
-    finally:
-        stop_kubesim(sim)
 
 
 # ------------------------------------------------------------------------------------------ kubevirt_node_drain
 @pytest.fixture
 def maintenance(tmp_path):
     """A maintenance scenario of its own (a drain changes it); only the drain moves Pods: the CronJob is suspended."""
-    sim = start_kubesim("maintenance", tmp_path / "sim")
-    sim.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-    sim.settle()
-    sim.reset_counters()
-    yield sim
-    stop_kubesim(sim)
+    with running_kubesim("maintenance", tmp_path / "sim", suspend=True, settle=True) as sim:
+        sim.reset_counters()
+        yield sim
 
 
 def placement(sim) -> dict:

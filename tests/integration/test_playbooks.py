@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from .ansible_run import run_playbook_file
-from .conftest import ROOT, start_kubesim, stop_kubesim
+from .conftest import ROOT
 
 PLAYBOOKS = ROOT / "playbooks"
 SIMULATOR_VARS = yaml.safe_load((ROOT / "inventories" / "simulator" / "group_vars" / "all.yml").read_text())
@@ -24,17 +24,9 @@ VMS = ("vm-1", "vm-2")
 
 
 @pytest.fixture
-def clusters(tmp_path):
+def clusters(fresh_kubesim):
     """Start simulators by scenario; all are stopped at the end of the test."""
-    started = []
-
-    def start(scenario: str = "rebalance-two-workers"):
-        sim = start_kubesim(scenario, tmp_path / f"sim-{len(started)}")
-        started.append(sim)
-        return sim
-    yield start
-    for sim in started:
-        stop_kubesim(sim)
+    return lambda scenario="rebalance-two-workers": fresh_kubesim(scenario)
 
 
 def inventory(tmp_path: Path, hosts: dict, groups: dict | None = None, drop: tuple = (), host_extra: dict | None = None,

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
+from support.simulator import kubectl_available, running_kubesim
+
 from .ansible_run import run_role
-from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .test_descheduler_run import apply_page_policy
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
@@ -17,10 +18,8 @@ pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not 
 
 @pytest.fixture
 def sim(tmp_path):
-    started = start_kubesim("rebalance-two-workers", tmp_path / "sim")
-    started.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-    yield started
-    stop_kubesim(started)
+    with running_kubesim("rebalance-two-workers", tmp_path / "sim", suspend=True) as started:
+        yield started
 
 
 def validate(sim, check: bool = False, expect_failure: bool = False, **variables):

@@ -14,77 +14,26 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import textwrap
-import time
 
 import pytest
 import yaml
 
-from .conftest import kubectl_available, start_kubesim, stop_kubesim
+from support.policy import PAGE_POLICY
+from support.simulator import columns, kubectl_available, suspend_descheduler
+from support.waiting import wait_for
+
+from .ansible_run import edit_policy_as_page
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
 
 VM_NS = "desched-test"
 WEBHOOK = 'admission webhook \\"virt-launcher-eviction-interceptor.kubevirt.io\\" denied the request: '
 INCLUSION = "only Exclude namespaces can be set, inclusion is not supported"
-PAGE_POLICY = textwrap.dedent("""\
-    apiVersion: "descheduler/v1alpha2"
-    kind: "DeschedulerPolicy"
-    nodeSelector: "kubernetes.io/hostname in (worker-a,worker-b)"
-    maxNoOfPodsToEvictPerNode: 1
-    maxNoOfPodsToEvictPerNamespace: 1
-    maxNoOfPodsToEvictTotal: 1
-    profiles:
-    - name: vm-rebalance
-      pluginConfig:
-      - name: DefaultEvictor
-        args:
-          nodeFit: true
-          labelSelector:
-            matchLabels:
-              app: desched-test
-          podProtections:
-            defaultDisabled:
-            - PodsWithLocalStorage
-      - name: LowNodeUtilization
-        args:
-          thresholds:
-            cpu: 70
-            memory: 60
-            pods: 20
-          targetThresholds:
-            cpu: 75
-            memory: 68
-            pods: 30
-      plugins:
-        balance:
-          enabled:
-          - LowNodeUtilization
-    """)
 VMIM_COLUMNS = "custom-columns=NAME:.metadata.name,PHASE:.status.phase,VMI:.spec.vmiName"
 VMI_COLUMNS = "custom-columns=NAME:.metadata.name,UID:.metadata.uid,NODE:.status.nodeName,STRATEGY:.spec.evictionStrategy"
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def wait_for(predicate, timeout: float = 20, interval: float = 0.2, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def columns(output: str) -> list[dict]:
-    lines = output.strip().splitlines()
-    if not lines:
-        return []
-    header = lines[0].split()
-    return [dict(zip(header, line.split())) for line in lines[1:]]
-
-
 def vmis(sim) -> dict[str, dict]:
     return {row["NAME"]: row for row in columns(sim.kubectl("get", "vmi", "-n", VM_NS, "-o", VMI_COLUMNS).stdout)}
 
@@ -99,27 +48,10 @@ def migrations(sim) -> list[dict]:
     return columns(sim.kubectl("get", "vmim", "-n", VM_NS, "-o", VMIM_COLUMNS).stdout)
 
 
-def suspend_cronjob(sim) -> None:
-    sim.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-
-
 def edit_policy(sim, tmp_path, policy: str) -> str:
     """`kubectl -n descheduler edit configmap descheduler` with an editor that replaces data.policy.yaml;
     returns the name of the ResourcePatch ACP records."""
-    policy_file = tmp_path / "policy.yaml"
-    policy_file.write_text(policy)
-    editor = tmp_path / "editor.py"
-    editor.write_text(textwrap.dedent(f"""\
-        import sys
-        import yaml
-        with open(sys.argv[1]) as stream:
-            doc = yaml.safe_load(stream)
-        with open({str(policy_file)!r}) as stream:
-            doc["data"]["policy.yaml"] = stream.read()
-        with open(sys.argv[1], "w") as stream:
-            yaml.safe_dump(doc, stream)
-        """))
-    edited = sim.kubectl("-n", "descheduler", "edit", "configmap", "descheduler", env={"EDITOR": f"{sys.executable} {editor}"})
+    edited = edit_policy_as_page(sim, tmp_path, policy)
     assert edited.stdout.strip() == "configmap/descheduler edited"
     warning = re.search(r"Warning: The operation is allowed, and ResourcePatch (rp-[a-z0-9]+) is created", edited.stderr)
     assert warning, edited.stderr
@@ -146,23 +78,14 @@ def eviction_errors(log: str) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def simulator(tmp_path):
-    started = []
-
-    def start(scenario: str):
-        sim = start_kubesim(scenario, tmp_path / f"sim{len(started)}")
-        started.append(sim)
-        sim.settle()
-        return sim
-    yield start
-    for sim in started:
-        stop_kubesim(sim)
+def simulator(fresh_kubesim):
+    return lambda scenario: fresh_kubesim(scenario, settle=True)
 
 
 # ------------------------------------------------------------------ (a) evictableNamespaces.include fails
 def test_evictable_namespaces_include_fails_every_run_and_evicts_nothing(simulator, tmp_path):
     sim = simulator("rebalance-two-workers")
-    suspend_cronjob(sim)
+    suspend_descheduler(sim)
     before = vmis(sim)
     launchers = sorted(p["metadata"]["name"] for p in sim.kubectl_json("get", "pods", "-n", VM_NS)["items"])
     # The page's bounded policy, scoped with an include list instead of the label selector.
@@ -176,7 +99,7 @@ def test_evictable_namespaces_include_fails_every_run_and_evicts_nothing(simulat
     out = sim.kubectl("-n", "descheduler", "create", "job", "include-1", "--from=cronjob/descheduler").stdout
     assert out == "job.batch/include-1 created\n"
     wait_for(lambda: sim.kubectl_json("get", "job", "include-1", "-n", "descheduler")["status"].get("failed", 0) >= 3,
-             what="three failed attempts")
+             timeout=20, what="three failed attempts")
     pods = sim.kubectl_json("get", "pods", "-n", "descheduler", "-l", "job-name=include-1")["items"]
     failed = [p for p in pods if p["status"]["phase"] == "Failed"]
     assert len(failed) >= 3
@@ -216,7 +139,7 @@ def test_evictable_namespaces_include_fails_every_run_and_evicts_nothing(simulat
     sim.kubectl("-n", "descheduler", "delete", "resourcepatch", rp_name)
     wait_for(lambda: "evictableNamespaces" not in sim.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o",
                                                               "jsonpath={.data.policy\\.yaml}").stdout,
-             what="the chart policy to come back")
+             timeout=20, what="the chart policy to come back")
     run_job(sim, "fixed-1")
     assert '"Number of evictions/requests" totalEvicted=0 evictionRequests=0' in sim.kubectl(
         "-n", "descheduler", "logs", "job/fixed-1").stdout
@@ -225,7 +148,7 @@ def test_evictable_namespaces_include_fails_every_run_and_evicts_nothing(simulat
 # ---------------------------------------------------------- (b) old package: the same launcher every run
 def test_old_package_nominates_the_same_launcher_again_while_kubevirt_migrates_it(simulator, tmp_path):
     sim = simulator("old-package")
-    suspend_cronjob(sim)
+    suspend_descheduler(sim)
     # The page's prerequisite check shows the missing feature gate.
     args = sim.kubectl("-n", "descheduler", "get", "cronjob", "descheduler", "-o",
                        "jsonpath={.spec.jobTemplate.spec.template.spec.containers[0].args}{\"\\n\"}").stdout
@@ -245,7 +168,7 @@ def test_old_package_nominates_the_same_launcher_again_while_kubevirt_migrates_i
                 "-p", '{"spec":{"liveMigrationConfig":{"parallelOutboundMigrationsPerNode":1}}}')
     wait_for(lambda: sim.kubectl("-n", "kubevirt", "get", "kubevirt", "kubevirt-kubevirt-hyperconverged", "-o",
                                  "jsonpath={.spec.configuration.migrations.parallelOutboundMigrationsPerNode}").stdout == "1",
-             what="the migration limit to reach the KubeVirt CR")
+             timeout=20, what="the migration limit to reach the KubeVirt CR")
     sim.kubectl("annotate", "vmi", "vm-1", "vm-2", "-n", VM_NS, "kubesim.io/migration=hang")
     edit_policy(sim, tmp_path, PAGE_POLICY)
 
@@ -259,7 +182,7 @@ def test_old_package_nominates_the_same_launcher_again_while_kubevirt_migrates_i
     assert "Eviction in background" not in log_1
     assert '"Number of evictions/requests" totalEvicted=0 evictionRequests=0' in log_1
     # One evacuation migrates (and hangs), the other waits for the outbound slot.
-    wait_for(lambda: sorted(row["PHASE"] for row in migrations(sim)) == ["Pending", "Running"], what="the migrations")
+    wait_for(lambda: sorted(row["PHASE"] for row in migrations(sim)) == ["Pending", "Running"], timeout=20, what="the migrations")
     first = {row["VMI"]: row for row in migrations(sim)}
     assert set(first) == {"vm-1", "vm-2"}
     assert all(row["NAME"].startswith("kubevirt-evacuation-") for row in first.values())
@@ -294,7 +217,7 @@ def test_old_package_nominates_the_same_launcher_again_while_kubevirt_migrates_i
 # -------------------------------------------- (c) existing VMIs keep their strategy after an HCO change
 def test_existing_vmis_keep_their_recorded_strategy_after_the_hco_default_changes(simulator):
     sim = simulator("rebalance-two-workers")
-    suspend_cronjob(sim)
+    suspend_descheduler(sim)
     kubevirt_strategy = ("-n", "kubevirt", "get", "kubevirt", "kubevirt-kubevirt-hyperconverged", "-o",
                          "jsonpath={.spec.configuration.evictionStrategy}{\"\\n\"}")
     vmi_strategy = 'jsonpath={.spec.evictionStrategy} {.status.conditions[?(@.type=="LiveMigratable")].status}{"\\n"}'
@@ -306,7 +229,7 @@ def test_existing_vmis_keep_their_recorded_strategy_after_the_hco_default_change
                       "-p", '{"spec":{"evictionStrategy":"None"}}').stdout
     assert out == "hyperconverged.hco.kubevirt.io/kubevirt-hyperconverged patched\n"
     # Propagates to the KubeVirt resource at once ...
-    wait_for(lambda: sim.kubectl(*kubevirt_strategy).stdout == "None\n", what="the KubeVirt CR to follow HCO")
+    wait_for(lambda: sim.kubectl(*kubevirt_strategy).stdout == "None\n", timeout=20, what="the KubeVirt CR to follow HCO")
     # ... but the existing VMIs keep the value recorded when they were created.
     for vm in ("vm-1", "vm-2"):
         assert sim.kubectl("get", "vmi", vm, "-n", VM_NS, "-o", vmi_strategy).stdout == "LiveMigrateIfPossible True\n"
@@ -314,10 +237,10 @@ def test_existing_vmis_keep_their_recorded_strategy_after_the_hco_default_change
 
     # A VM restarted afterwards (stop, start) gets the new default.
     sim.kubectl("patch", "vm", "vm-1", "-n", VM_NS, "--type=merge", "-p", '{"spec":{"runStrategy":"Halted"}}')
-    wait_for(lambda: "vm-1" not in vmis(sim), what="vm-1 to stop")
+    wait_for(lambda: "vm-1" not in vmis(sim), timeout=20, what="vm-1 to stop")
     assert sim.kubectl("get", "vm", "vm-1", "-n", VM_NS, "-o", "jsonpath={.status.printableStatus}").stdout == "Stopped"
     sim.kubectl("patch", "vm", "vm-1", "-n", VM_NS, "--type=merge", "-p", '{"spec":{"runStrategy":"Always"}}')
-    restarted = wait_for(lambda: new_vmi(sim, "vm-1", before["vm-1"]["UID"]), what="vm-1 to start again")
+    restarted = wait_for(lambda: new_vmi(sim, "vm-1", before["vm-1"]["UID"]), timeout=20, what="vm-1 to start again")
     assert restarted["UID"] != before["vm-1"]["UID"] and restarted["STRATEGY"] == "None"
     assert sim.kubectl("get", "vmi", "vm-2", "-n", VM_NS, "-o", "jsonpath={.spec.evictionStrategy}").stdout == \
         "LiveMigrateIfPossible"
@@ -326,8 +249,8 @@ def test_existing_vmis_keep_their_recorded_strategy_after_the_hco_default_change
     # that recorded None keeps it until its VM is restarted (here by deleting the VMI).
     sim.kubectl("patch", "hyperconverged", "kubevirt-hyperconverged", "-n", "kubevirt", "--type=merge",
                 "-p", '{"spec":{"evictionStrategy":"LiveMigrateIfPossible"}}')
-    wait_for(lambda: sim.kubectl(*kubevirt_strategy).stdout == "LiveMigrateIfPossible\n", what="the KubeVirt CR")
+    wait_for(lambda: sim.kubectl(*kubevirt_strategy).stdout == "LiveMigrateIfPossible\n", timeout=20, what="the KubeVirt CR")
     assert sim.kubectl("get", "vmi", "vm-1", "-n", VM_NS, "-o", "jsonpath={.spec.evictionStrategy}").stdout == "None"
     sim.kubectl("delete", "vmi", "vm-1", "-n", VM_NS)
-    again = wait_for(lambda: new_vmi(sim, "vm-1", restarted["UID"]), what="vm-1 to be started again by its VM")
+    again = wait_for(lambda: new_vmi(sim, "vm-1", restarted["UID"]), timeout=20, what="vm-1 to be started again by its VM")
     assert again["STRATEGY"] == "LiveMigrateIfPossible"

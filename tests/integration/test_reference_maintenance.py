@@ -24,7 +24,8 @@ import time
 
 import pytest
 
-from .conftest import kubectl_available, start_kubesim, stop_kubesim
+from support.simulator import columns, kubectl_available, running_kubesim
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
 
@@ -38,24 +39,6 @@ LAUNCHERS = "--pod-selector=kubevirt.io=virt-launcher"
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def wait_for(predicate, timeout: float = 20, interval: float = 0.2, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def columns(output: str) -> list[dict]:
-    lines = output.strip().splitlines()
-    if not lines:
-        return []
-    header = lines[0].split()
-    return [dict(zip(header, line.split())) for line in lines[1:]]
-
-
 def vmis(sim) -> dict[str, dict]:
     return {row["NAME"]: row for row in columns(sim.kubectl("get", "vmi", "-n", NS, "-o", VMI_COLUMNS).stdout)}
 
@@ -95,24 +78,18 @@ def retry_lines(stderr: str, pod: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(kubesim_factory):
     """One simulator for the checks that change nothing a drain would see."""
-    sim = start_kubesim("maintenance", tmp_path_factory.mktemp("maintenance"))
-    sim.settle()
-    yield sim
-    stop_kubesim(sim)
+    return kubesim_factory("maintenance", settle=True)
 
 
 @pytest.fixture
 def fresh(tmp_path):
-    """A simulator of its own for a test that drains (cordons nodes, moves and restarts VMs)."""
-    sim = start_kubesim("maintenance", tmp_path / "sim")
-    # The descheduler CronJob of the scenario runs every 6 s; it evicts nothing here (every node is
-    # underutilized) but is suspended so that only the drain moves Pods.
-    sim.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
-    sim.settle()
-    yield sim
-    stop_kubesim(sim)
+    """A simulator of its own for a test that drains (cordons nodes, moves and restarts VMs). The descheduler
+    CronJob of the scenario evicts nothing here (every node is underutilized) but is suspended so that only the
+    drain moves Pods."""
+    with running_kubesim("maintenance", tmp_path / "sim", suspend=True, settle=True) as sim:
+        yield sim
 
 
 # ------------------------------------------------------------------------------ read-only page steps
@@ -178,7 +155,7 @@ def test_integer_min_available_pdb_counts_healthy_launchers(cluster):
         """))
 
     # "ALLOWED DISRUPTIONS should be >= 1" (the page's Verifying step shows 1).
-    assert wait_for(lambda: pdb_row(cluster, "vmpool-pdb")[3] != "0", what="vmpool-pdb status")
+    assert wait_for(lambda: pdb_row(cluster, "vmpool-pdb")[3] != "0", timeout=20, what="vmpool-pdb status")
     assert pdb_row(cluster, "vmpool-pdb") == ["vmpool-pdb", "2", "N/A", "1"]
     status = cluster.kubectl_json("get", "pdb", "vmpool-pdb", "-n", NS)["status"]
     assert (status["currentHealthy"], status["desiredHealthy"], status["expectedPods"]) == (3, 2, 3)
@@ -203,7 +180,7 @@ def test_integer_min_available_pdb_counts_healthy_launchers(cluster):
         out = cluster.kubectl("get", "events", "-n", NS, "--field-selector", "involvedObject.name=vmpool-pdb-percent").stdout
         return "CalculateExpectedPodCountFailed" in out and out
 
-    events = wait_for(percent_events, what="the percentage PDB's event")
+    events = wait_for(percent_events, timeout=20, what="the percentage PDB's event")
     assert "virtualmachineinstances.kubevirt.io does not implement the scale subresource" in events
     assert pdb_row(cluster, "vmpool-pdb-percent") == ["vmpool-pdb-percent", "75%", "N/A", "0"]
     cluster.kubectl("delete", "pdb", "vmpool-pdb", "vmpool-pdb-percent", "-n", NS)
@@ -266,7 +243,7 @@ def test_drain_vms_from_a_node_then_uncordon(fresh):
         annotations = sim.kubectl_json("get", "vmim", vmim["NAME"], "-n", NS)["metadata"]["annotations"]
         assert annotations["kubevirt.io/evacuationMigration"] == "worker-1"
     # Strategy None, VM with runStrategy Always: powered down and started again elsewhere, a new VMI UID.
-    restarted = wait_for(lambda: running_vmi(sim, "vm-none", not_uid=before["vm-none"]["UID"]), what="vm-none restarted")
+    restarted = wait_for(lambda: running_vmi(sim, "vm-none", not_uid=before["vm-none"]["UID"]), timeout=20, what="vm-none restarted")
     assert restarted["NODE"] not in ("worker-1", "control-plane-1")
     # A bare VMI is not re-scheduled: it stays finished (the simulator reports Failed) and gets no new launcher.
     assert after["bare-vmi"]["UID"] == before["bare-vmi"]["UID"] and after["bare-vmi"]["PHASE"] in ("Failed", "Succeeded")
@@ -298,7 +275,7 @@ def test_drain_vms_from_a_node_then_uncordon(fresh):
     assert sim.kubectl("get", "node", "worker-1", "-o", "jsonpath={.spec.unschedulable}").stdout == ""
     # The stopped VM, started again, may use the node again (it prefers worker-1).
     sim.kubectl("patch", "vm", "vm-rwo", "-n", NS, "--type=merge", "-p", '{"spec":{"runStrategy":"Always"}}')
-    back = wait_for(lambda: running_vmi(sim, "vm-rwo", not_uid=before["vm-rwo"]["UID"]), what="vm-rwo running again")
+    back = wait_for(lambda: running_vmi(sim, "vm-rwo", not_uid=before["vm-rwo"]["UID"]), timeout=20, what="vm-rwo running again")
     assert back["NODE"] == "worker-1"
 
 
@@ -316,14 +293,14 @@ def test_obsolete_drain_taint_still_evacuates_migratable_vmis(fresh):
         rows = vmis(sim)
         return all(rows[name]["NODE"] not in ("worker-2", "<none>") for name in movable) and rows
 
-    after = wait_for(evacuated, what="the drain taint's evacuations")
+    after = wait_for(evacuated, timeout=20, what="the drain taint's evacuations")
     migrated = {row["VMI"]: row for row in columns(sim.kubectl("get", "vmim", "-n", NS, "-o", VMIM_COLUMNS).stdout)}
     for name in movable:
         assert after[name]["UID"] == before[name]["UID"]
         assert migrated[name]["NAME"].startswith("kubevirt-evacuation-")
         wait_for(lambda vmi=name: columns(sim.kubectl("get", "vmim", migrated[vmi]["NAME"], "-n", NS, "-o",
                                                       VMIM_COLUMNS).stdout)[0]["PHASE"] == "Succeeded",
-                 what=f"{name}'s migration")
+                 timeout=20, what=f"{name}'s migration")
     # Strategy None VMIs are not evacuated by the taint: they stay until evicted or deleted.
     for name in on_node:
         if name not in movable:
@@ -370,7 +347,7 @@ def test_drain_all_pods_moves_deployment_pods_and_skips_daemonsets(fresh):
         running = [name for name, row in rows.items() if name.startswith("web-rs") and row["PHASE"] == "Running"]
         return len(running) == 2 and rows
 
-    after = wait_for(replicas_back, what="the VMI replica set back at two replicas")
+    after = wait_for(replicas_back, timeout=20, what="the VMI replica set back at two replicas")
     assert rs_vmis[0] not in after
     assert all(row["NODE"] != "worker-3" for name, row in after.items() if name.startswith("web-rs"))
     # The pool VM kept its UID on another node.

@@ -5,80 +5,29 @@ eviction in the background, the live migration that follows, the pass criteria, 
 from __future__ import annotations
 
 import re
-import textwrap
-import time
 
 import pytest
 import yaml
 
+from support.policy import PAGE_POLICY
+from support.simulator import columns, kubectl_available
+from support.waiting import wait_for
+
 from .ansible_run import edit_policy_as_page
-from .conftest import kubectl_available, start_kubesim, stop_kubesim
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
 
-PAGE_POLICY = textwrap.dedent("""\
-    apiVersion: "descheduler/v1alpha2"
-    kind: "DeschedulerPolicy"
-    nodeSelector: "kubernetes.io/hostname in (worker-a,worker-b)"
-    maxNoOfPodsToEvictPerNode: 1
-    maxNoOfPodsToEvictPerNamespace: 1
-    maxNoOfPodsToEvictTotal: 1
-    profiles:
-    - name: vm-rebalance
-      pluginConfig:
-      - name: DefaultEvictor
-        args:
-          nodeFit: true
-          labelSelector:
-            matchLabels:
-              app: desched-test
-          podProtections:
-            defaultDisabled:
-            - PodsWithLocalStorage
-      - name: LowNodeUtilization
-        args:
-          thresholds:
-            cpu: 70
-            memory: 60
-            pods: 20
-          targetThresholds:
-            cpu: 75
-            memory: 68
-            pods: 30
-      plugins:
-        balance:
-          enabled:
-          - LowNodeUtilization
-    """)
 LOG_FILTER = re.compile(r"classified|removablePods|Eviction in background|Number of evictions")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    sim = start_kubesim("rebalance-two-workers", tmp_path_factory.mktemp("rebalance"))
-    yield sim
-    stop_kubesim(sim)
-
-
-def wait_for(predicate, timeout: float = 30, interval: float = 0.3, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+def cluster(rebalance_two_workers):
+    return rebalance_two_workers
 
 
 def descheduler_log(sim) -> list[str]:
     out = sim.kubectl("-n", "descheduler", "logs", "-l", "app.kubernetes.io/name=descheduler", "--tail=200").stdout
     return [line for line in out.splitlines() if LOG_FILTER.search(line)]
-
-
-def columns(output: str) -> list[dict]:
-    lines = output.strip().splitlines()
-    header = lines[0].split()
-    return [dict(zip(header, line.split())) for line in lines[1:]]
 
 
 # ------------------------------------------------------------------------------------- prerequisites
@@ -155,7 +104,7 @@ def test_bounded_rebalance_moves_one_vm_per_cycle_and_rolls_back(cluster, tmp_pa
 
     # Step 3: the next scheduled run requests one eviction in the background.
     lines = wait_for(lambda: [line for line in descheduler_log(sim) if "Eviction in background assumed" in line],
-                     what="a run that requests an eviction")
+                     interval=0.3, what="a run that requests an eviction")
     moved_pod = re.search(r'pod="desched-test/(virt-launcher-[^"]+)"', lines[0]).group(1)
     assert moved_pod in launchers
     log = descheduler_log(sim)
@@ -178,7 +127,7 @@ def test_bounded_rebalance_moves_one_vm_per_cycle_and_rolls_back(cluster, tmp_pa
                                    "SOURCE:.status.migrationState.sourceNode,TARGET:.status.migrationState.targetNode"
                                    ).stdout or "NAME\n")
         return [r for r in rows if r.get("VMI") == moved_vm and r["PHASE"] == "Succeeded"]
-    vmim = wait_for(migrated, what="the migration to succeed")[0]
+    vmim = wait_for(migrated, interval=0.3, what="the migration to succeed")[0]
     assert vmim["NAME"].startswith("kubevirt-evacuation-")
     assert (vmim["SOURCE"], vmim["TARGET"]) == ("worker-a", "worker-b")
     after = {row["NAME"]: row for row in columns(sim.kubectl(
@@ -195,7 +144,7 @@ def test_bounded_rebalance_moves_one_vm_per_cycle_and_rolls_back(cluster, tmp_pa
     vm = sim.kubectl_json("get", "vm", moved_vm, "-n", "desched-test")
     assert vm["status"]["printableStatus"] == "Running" and vm["status"]["ready"] is True
     wait_for(lambda: sim.kubectl("get", "pod", moved_pod, "-n", "desched-test", check=False).returncode == 1,
-             what="the old launcher to terminate")
+             interval=0.3, what="the old launcher to terminate")
     source = sim.kubectl("get", "vmi", moved_vm, "-n", "desched-test", "-o",
                          "jsonpath={.metadata.annotations.kubevirt\\.io/eviction-source}").stdout
     assert source == ""                                                # removed once the migration completes
@@ -205,7 +154,7 @@ def test_bounded_rebalance_moves_one_vm_per_cycle_and_rolls_back(cluster, tmp_pa
                          in line for line in sim.kubectl("-n", "descheduler", "logs", "-l",
                                                          "app.kubernetes.io/name=descheduler",
                                                          "--tail=50").stdout.splitlines()),
-             timeout=60, what="a run that finds no underutilized node")
+             timeout=60, interval=0.3, what="a run that finds no underutilized node")
 
     # Stop and roll back.
     sim.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge",
@@ -218,7 +167,7 @@ def test_bounded_rebalance_moves_one_vm_per_cycle_and_rolls_back(cluster, tmp_pa
         text = sim.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o",
                            "jsonpath={.data.policy\\.yaml}").stdout
         return "PodsWithPVC" in text and "vm-rebalance" not in text
-    wait_for(restored, timeout=20, what="the chart-managed policy to come back")
+    wait_for(restored, timeout=20, interval=0.3, what="the chart-managed policy to come back")
     head = sim.kubectl("-n", "descheduler", "get", "configmap", "descheduler", "-o",
                        "jsonpath={.data.policy\\.yaml}").stdout.splitlines()[:5]
     assert head[:2] == ['apiVersion: "descheduler/v1alpha2"', 'kind: "DeschedulerPolicy"']

@@ -8,9 +8,12 @@ import threading
 
 import pytest
 
-from .conftest import kubectl_available, start_kubesim, stop_kubesim
+from support.policy import PAGE_OPTIONS
+from support.simulator import kubectl_available, running_kubesim, suspend_descheduler
+from support.waiting import wait_for
+
 from .ansible_run import run_role
-from .test_descheduler_policy import PAGE_OPTIONS, policy_text, resource_patches, run_module, wait_for
+from .test_descheduler_policy import policy_text, resource_patches, run_module
 from .test_descheduler_rollback_role import Timeline, cronjob, set_fault
 from .test_rebalance_validate_role import validate, vmis
 
@@ -19,14 +22,13 @@ pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not 
 
 @pytest.fixture
 def sim(tmp_path):
-    started = start_kubesim("rebalance-two-workers", tmp_path / "sim")
-    yield started
-    stop_kubesim(started)
+    with running_kubesim("rebalance-two-workers", tmp_path / "sim") as started:
+        yield started
 
 
 def test_failed_migration_in_validation_then_rollback_through_api_faults(sim, tmp_path):
     chart_policy = policy_text(sim)
-    sim.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    suspend_descheduler(sim)
     applied = run_module(sim, **PAGE_OPTIONS)
     set_fault(sim, "fail")
     # the verification waits out its timeout for vm-2 (never evicted) even after vm-1's failure decided the verdict
@@ -44,12 +46,12 @@ def test_failed_migration_in_validation_then_rollback_through_api_faults(sim, tm
     faults = [sim.add_fault(verb="list", resource="resourcepatches", status=503, count=2),
               sim.add_fault(verb="get", resource="configmaps", name="descheduler", status=429, retryAfter=1, count=1)]
     with Timeline(sim) as timeline:
-        wait_for("a migration in flight", lambda: timeline.unfinished, timeout=30)
+        wait_for(lambda: timeline.unfinished, timeout=30, what="a migration in flight")
         runs = {}
         role = threading.Thread(target=lambda: runs.setdefault("rollback", run_role(sim, "descheduler_rollback", {
             "descheduler_rollback_backup_dir": str(tmp_path / "backups"), "descheduler_rollback_timeout": 60})))
         role.start()
-        wait_for("the CronJob suspended", lambda: timeline.suspend and timeline.suspend[-1][1], timeout=60)
+        wait_for(lambda: timeline.suspend and timeline.suspend[-1][1], timeout=60, what="the CronJob suspended")
         set_fault(sim, "")
         sim.kubectl("delete", "vmim", "--all", "-n", "desched-test", "--wait=false")
         role.join(90)

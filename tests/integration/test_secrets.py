@@ -11,9 +11,10 @@ from pathlib import Path
 
 import yaml
 
+from support.policy import PAGE_OPTIONS
+from support.simulator import running_kubesim
+
 from .ansible_run import run_playbook
-from .conftest import start_kubesim, stop_kubesim
-from .test_descheduler_policy import PAGE_OPTIONS
 
 TOKEN = "s3cr3t-token-5f1e9c7a"
 API_KEY = "s3cr3t-apikey-8d2b4e6f"
@@ -45,8 +46,7 @@ def test_no_token_key_or_api_key_in_output_results_or_files_with_vvv(tmp_path):
     scenario = tmp_path / "secrets.yaml"
     scenario.write_text(yaml.safe_dump({"extends": "rebalance-two-workers", "name": "secrets", "rbac": True,
                                         "users": [{"name": "token-user", "token": TOKEN}, {"name": "key-user", "token": API_KEY}]}))
-    sim = start_kubesim(str(scenario), tmp_path / "sim")
-    try:
+    with running_kubesim(str(scenario), tmp_path / "sim") as sim:
         grant_everything(sim)
         kubeconfig = tmp_path / "secret-kubeconfig"
         secret_kubeconfig(sim, kubeconfig)
@@ -90,5 +90,3 @@ def test_no_token_key_or_api_key_in_output_results_or_files_with_vvv(tmp_path):
         for where, text in texts.items():
             for secret in secrets:
                 assert secret not in text, "{0} shows {1}".format(where, secret[:12])
-    finally:
-        stop_kubesim(sim)

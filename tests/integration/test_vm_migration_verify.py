@@ -15,10 +15,11 @@ from kubernetes import client, config, watch
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import ARG_SPEC, VmMigrationVerifyOptions, run
 
+from support.policy import PAGE_POLICY
+
 from .ansible_run import edit_policy_as_page, run_ansible_module
 from .conftest import kubectl_available
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
-from .test_reference_rebalance import PAGE_POLICY
 
 MODULE = "kubevirt_ops.rebalance.vm_migration_verify"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 
-from .conftest import kubectl_available
+from support.simulator import kubectl_available
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
 
@@ -31,16 +31,6 @@ CRONJOB = {
 
 def _rows(output: str) -> list[list[str]]:
     return [line.split() for line in output.strip().splitlines() if line.strip()]
-
-
-def _wait(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _pods(sim, selector: str) -> dict[str, dict]:
@@ -86,7 +76,7 @@ def test_deployment_and_daemonset_survive_a_drain(fresh_two_workers):
         pods = _pods(sim, "app=shop")
         return len(pods) == 2 and all(p["spec"].get("nodeName") == other and p["status"].get("phase") == "Running"
                                       for p in pods.values())
-    _wait(moved, what="the Deployment's Pods to run on the other worker")
+    wait_for(moved, timeout=20, what="the Deployment's Pods to run on the other worker")
     assert {p["spec"]["nodeName"] for p in _pods(sim, "app=agent").values()} == {"worker-a", "worker-b"}
     assert _rows(sim.kubectl("get", "deploy", "shop", "-n", "default").stdout)[1][1] == "2/2"
     assert sim.kubectl("uncordon", target).stdout.strip() == f"node/{target} uncordoned"
@@ -103,12 +93,12 @@ def test_cronjob_runs_on_schedule_and_by_hand(fresh_two_workers):
     assert row[1:3] == ["Complete", "1/1"]
 
     # timeScale 10: "*/1" runs every 6 real seconds
-    scheduled = _wait(lambda: [j["metadata"]["name"] for j in sim.kubectl_json(
+    scheduled = wait_for(lambda: [j["metadata"]["name"] for j in sim.kubectl_json(
         "get", "jobs", "-n", "default", "-l", "app.kubernetes.io/name=report")["items"]
-        if re.fullmatch(r"report-\d+", j["metadata"]["name"])], what="a scheduled run")[0]
+        if re.fullmatch(r"report-\d+", j["metadata"]["name"])], timeout=20, what="a scheduled run")[0]
     sim.kubectl("wait", "--for=condition=complete", f"job/{scheduled}", "-n", "default", "--timeout=30s")
-    _wait(lambda: sim.kubectl_json("get", "cronjob", "report", "-n", "default")["status"].get("lastSuccessfulTime"),
-          what="lastSuccessfulTime")
+    wait_for(lambda: sim.kubectl_json("get", "cronjob", "report", "-n", "default")["status"].get("lastSuccessfulTime"),
+             timeout=20, what="lastSuccessfulTime")
     row = _rows(sim.kubectl("get", "cronjob", "report", "-n", "default").stdout)[1]
     assert row[:2] == ["report", "*/1"] and row[-5:-3] == ["<none>", "False"]   # TIMEZONE SUSPEND
     assert re.fullmatch(r"\d+s", row[-2]), row     # LAST SCHEDULE is a few seconds ago

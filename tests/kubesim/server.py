@@ -28,7 +28,6 @@ from .store import BOOKMARK, DELETED, ERROR, encode
 JSON = "application/json"
 
 
-
 def _list_name(verb: str, query: dict) -> str:
     """The name a list or watch asks for, as the apiserver's RequestInfo resolver reads it (requestinfo.go): a
     fieldSelector that requires `metadata.name` to equal one valid path segment name, so that RBAC's resourceNames
@@ -42,6 +41,7 @@ def _list_name(verb: str, query: dict) -> str:
             if value not in (".", "..") and "/" not in value and "%" not in value:
                 return value
     return ""
+
 
 class Route:
     """What a Kubernetes resource request addresses."""
@@ -281,8 +281,8 @@ class Handler(BaseHTTPRequestHandler):
             dry_run = list(getattr(self, "_query_lists", {}).get("dryRun") or [])
         if not isinstance(dry_run, list) or any(value != "All" for value in dry_run):
             shown = json.dumps(dry_run if isinstance(dry_run, list) else [dry_run], separators=(",", ":"))
-            raise errors.invalid(None, options_kind, "", [("dryRun", f'Unsupported value: {shown}: supported '
-                                                                      'values: "All"')], group="meta.k8s.io")
+            unsupported = f'Unsupported value: {shown}: supported values: "All"'
+            raise errors.invalid(None, options_kind, "", [("dryRun", unsupported)], group="meta.k8s.io")
         return RequestContext(dry_run=bool(dry_run), field_manager=query.get("fieldManager"),
                               field_validation=query.get("fieldValidation"), user=self._user())
 

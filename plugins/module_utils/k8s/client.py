@@ -440,8 +440,7 @@ class Client:
     # ---------------------------------------------------------------------------------- verbs
     @staticmethod
     def _where(resource: Any, name: Optional[str], namespace: Optional[str]) -> str:
-        plural = resource.name + ("." + resource.group if resource.group else "")
-        return "{0} {1}".format(plural, "/".join(part for part in (namespace if resource.namespaced else None, name) if part))
+        return "{0} {1}".format(resource.name, "/".join(part for part in (namespace if resource.namespaced else None, name) if part))
 
     @staticmethod
     def _path(resource: Any, name: Optional[str] = None, namespace: Optional[str] = None) -> str:

@@ -3,8 +3,6 @@ component, the given objects and the controllers running, plus small helpers to 
 conditions and post Evictions."""
 from __future__ import annotations
 
-import time
-
 from kubesim.api import Cluster, RequestContext
 from kubesim.clock import Clock
 from kubesim.components import COMPONENTS
@@ -14,6 +12,7 @@ from kubesim.kubevirt import objects
 from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
 from kubesim.scenario import populate
 from kubesim.subresources import evict
+from support.waiting import wait_for
 
 VMI = "virtualmachineinstances.kubevirt.io"
 VM = "virtualmachines.kubevirt.io"
@@ -86,14 +85,10 @@ class Sim:
         assert self.manager.wait_idle(timeout)
 
     def wait(self, predicate, timeout: float = 10, what: str = "condition"):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def locked():
             with self.cluster.lock:
-                result = predicate()
-            if result:
-                return result
-            time.sleep(0.01)
-        raise AssertionError(f"timed out waiting for {what}")
+                return predicate()
+        return wait_for(locked, timeout, 0.01, what)
 
     def wait_for(self, fetch, check, timeout: float = 10, what: str = "condition"):
         """Wait until check(fetch()) is true; return what fetch() returned then."""

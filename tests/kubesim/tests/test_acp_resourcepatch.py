@@ -11,6 +11,7 @@ from kubesim.acp import chart, resourcepatch
 from kubesim.api import RequestContext
 from kubesim.clock import Clock
 from kubesim.controllers import ControllerManager, garbage_collector, namespace
+from support import waiting
 
 USED = [subresources.register, garbage_collector.register, namespace.register, chart.register, resourcepatch.register]
 WARNING = re.compile(r"^The operation is allowed, and ResourcePatch (rp-[a-z0-9]{5}) is created$")
@@ -51,10 +52,7 @@ def patches(cluster):
 
 
 def wait_for(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+    return waiting.wait_for(predicate, timeout, interval=0.02)  # in-process: poll often
 
 
 def resyncs(seconds=0.5):

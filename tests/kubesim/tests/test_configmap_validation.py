@@ -106,20 +106,21 @@ def test_oversize_data_is_refused_on_every_update(cluster, verb, dry_run):
     before = stored(cluster)
     huge = "x" * (LIMIT + 1)
     ctx = RequestContext(dry_run=dry_run, field_manager="me")
-    if verb == "update":
-        call = lambda: cluster.update(cms(cluster), "ops", "grow", {**current, "data": {"k": huge}}, ctx)  # noqa: E731
-    else:
-        patch = {"merge": {"data": {"k": huge}}, "strategic": {"data": {"k": huge}},
-                 "json": [{"op": "replace", "path": "/data/k", "value": huge}],
-                 "apply": cm("grow", {"k": huge})}[verb]
-        call = lambda: cluster.patch(cms(cluster), "ops", "grow", verb, patch, ctx)  # noqa: E731
+    patch = {"merge": {"data": {"k": huge}}, "strategic": {"data": {"k": huge}},
+             "json": [{"op": "replace", "path": "/data/k", "value": huge}],
+             "apply": cm("grow", {"k": huge})}.get(verb)
+
+    def call():
+        if verb == "update":
+            return cluster.update(cms(cluster), "ops", "grow", {**current, "data": {"k": huge}}, ctx)
+        return cluster.patch(cms(cluster), "ops", "grow", verb, patch, ctx)
     assert refused(call).message == f'ConfigMap "grow" is invalid: []: {SIZE_BODY}'
     assert stored(cluster) == before
 
 
 def test_keys_duplicates_and_immutable(cluster):
-    err = refused(lambda: cluster.create(cms(cluster), "ops", cm("keys", {"bad key": "v", "dup": "1"},
-                                                                  {"dup": base64.b64encode(b"2").decode()})))
+    body = cm("keys", {"bad key": "v", "dup": "1"}, {"dup": base64.b64encode(b"2").decode()})
+    err = refused(lambda: cluster.create(cms(cluster), "ops", body))
     assert err.message == (
         'ConfigMap "keys" is invalid: [data[bad key]: Invalid value: "bad key": a valid config key must consist of '
         "alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for "

@@ -9,46 +9,12 @@ from kubesim.descheduler.run import Options, Descheduler, run_once
 from kubesim.descheduler import policy as pol
 from kubesim.errors import ApiError
 from descheduler_cluster import make_cluster, messages, node, pod
+from support.policy import PAGE_POLICY
 
 REQUEST_EVICT_ONLY = "descheduler.alpha.kubernetes.io/request-evict-only"
 IN_PROGRESS = "descheduler.alpha.kubernetes.io/eviction-in-progress"
 GATE = ["--policy-config-file=/policy-dir/policy.yaml", "--feature-gates=EvictionsInBackground=true", "--v=3"]
 NO_GATE = ["--policy-config-file=/policy-dir/policy.yaml", "--v=3"]
-
-PAGE_POLICY = """\
-apiVersion: "descheduler/v1alpha2"
-kind: "DeschedulerPolicy"
-nodeSelector: "kubernetes.io/hostname in (worker-a,worker-b)"
-maxNoOfPodsToEvictPerNode: 1
-maxNoOfPodsToEvictPerNamespace: 1
-maxNoOfPodsToEvictTotal: 1
-profiles:
-- name: vm-rebalance
-  pluginConfig:
-  - name: DefaultEvictor
-    args:
-      nodeFit: true
-      labelSelector:
-        matchLabels:
-          app: desched-test
-      podProtections:
-        defaultDisabled:
-        - PodsWithLocalStorage
-  - name: LowNodeUtilization
-    args:
-      thresholds:
-        cpu: 70
-        memory: 60
-        pods: 20
-      targetThresholds:
-        cpu: 75
-        memory: 68
-        pods: 30
-  plugins:
-    balance:
-      enabled:
-      - LowNodeUtilization
-"""
 
 
 def rebalance_cluster():

@@ -1,8 +1,6 @@
 """The PDB disruption controller and the eviction REST's PDB check: integer minAvailable counts healthy Pods,
 maxUnavailable and percentages need the owners' /scale (which a VirtualMachineInstance does not serve),
 and evictions honour the budget with the upstream messages."""
-import time
-
 import pytest
 
 from kubesim import events, subresources
@@ -12,6 +10,7 @@ from kubesim.controllers import ControllerManager, disruption, garbage_collector
 from kubesim.errors import ApiError
 from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
 from kubesim.scenario import populate
+from support import waiting
 
 USED = [subresources.register, garbage_collector.register, namespace.register, kubelet.register, disruption.register]
 SCALE_ERROR = ("Failed to calculate the number of expected pods: virtualmachineinstances.kubevirt.io does not "
@@ -69,10 +68,7 @@ def evict(cluster, pod, dry_run=False):
 
 
 def wait_for(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+    return waiting.wait_for(predicate, timeout, interval=0.02)  # in-process: poll often
 
 
 def pool(cluster, count=3):

@@ -15,6 +15,7 @@ from kubesim.controllers.cronjobs import CronJobController, trigger
 from kubesim.controllers.kubelet import finish_pod
 from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
 from kubesim.scenario import populate
+from support import waiting
 
 
 def node(name, **labels):
@@ -46,13 +47,7 @@ def rt(cluster, key):
 
 
 def wait_for(predicate, timeout=5.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+    return waiting.wait_for(predicate, timeout, 0.01, what)  # in-process: poll often
 
 
 def objects(cluster, key, namespace="default", **labels):
