@@ -96,11 +96,20 @@ def _failed_condition(vmim: dict) -> Optional[str]:
     return None
 
 
+def _brought_it_there(entry: dict, vmim: dict) -> bool:
+    """Whether the migration is the one that moved the VMI into the launcher the baseline found it in: it ended before
+    the record, whatever its whole-second creationTimestamp says (a baseline recorded right after a migration)."""
+    target_pod = ((vmim.get("status") or {}).get("migrationState") or {}).get("targetPod")
+    return bool(entry.get("launcher")) and target_pod == entry["launcher"]
+
+
 def relevant_migrations(entry: dict, vmims: Iterable[dict]) -> List[dict]:
-    """The migrations of the baseline VMI (same namespace and vmiName; same UID when the label says), oldest first."""
+    """The migrations of the baseline VMI (same namespace and vmiName; same UID when the label says), oldest first;
+    not those created before the record, nor the one that brought the VMI into its recorded launcher."""
     since = parse_time(entry.get("recorded_at"))
     found = [m for m in vmims if kv.meta(m).get("namespace") == entry["namespace"] and (m.get("spec") or {}).get("vmiName") == entry["name"]
-             and not (since and (parse_time(kv.meta(m).get("creationTimestamp")) or since) < since - RECORD_SLACK)]
+             and not (since and (parse_time(kv.meta(m).get("creationTimestamp")) or since) < since - RECORD_SLACK)
+             and not _brought_it_there(entry, m)]
     found.sort(key=lambda m: (kv.meta(m).get("creationTimestamp") or "", kv.meta(m).get("name") or ""))
     return found
 

@@ -80,6 +80,19 @@ def test_migrations_before_the_baseline_do_not_count():
     assert mc.evaluate(entry, k.vmi(), running_vm(), [old], [])["migration"] is None
 
 
+def test_the_migration_that_brought_the_vmi_into_its_recorded_launcher_does_not_count():
+    # a baseline recorded within the slack of the last cycle's migration: its whole-second creationTimestamp is not
+    # "before the record", but its target Pod is the launcher the baseline found the VMI in
+    entry = dict(ENTRY, node="worker-b", recorded_at="2026-11-30T22:11:24Z")
+    last_cycle = succeeded(source="worker-a", target="worker-b")
+    last_cycle["status"]["migrationState"]["targetPod"] = ENTRY["launcher"]
+    assert mc.relevant_migrations(entry, [last_cycle]) == []
+    assert mc.evaluate(entry, k.vmi(node="worker-b"), running_vm(), [last_cycle], [])["migration"] is None
+    another = copy.deepcopy(last_cycle)
+    another["status"]["migrationState"]["targetPod"] = "virt-launcher-vm-a-fghij"
+    assert mc.relevant_migrations(entry, [another]) == [another]
+
+
 def test_3_a_new_uid_is_a_restart():
     restarted = k.vmi(uid="uid-new")
     result = result_of(restarted)
