@@ -32,6 +32,7 @@ MIGRATING_STRATEGIES = (LIVE_MIGRATE, LIVE_MIGRATE_IF_POSSIBLE)
 
 LAUNCHER_LABEL = "kubevirt.io"
 LAUNCHER_VALUE = "virt-launcher"
+LAUNCHER_SELECTOR = "{0}={1}".format(LAUNCHER_LABEL, LAUNCHER_VALUE)  # the label selector of virt-launcher Pods
 CREATED_BY_LABEL = "kubevirt.io/created-by"
 DOMAIN_ANNOTATION = "kubevirt.io/domain"
 POOL_LABEL = "kubevirt.io/vmpool"

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """`kubevirt_node_drain`: evacuate a node's VMs the way KubeVirt means it, with a preflight before any change.
 
-- `state: drained`: read the eviction facts (kubevirt_eviction_facts.read_facts) and the node's Pods, decide the
+- `state: drained`: read the eviction facts (cluster.eviction_facts.read_facts) and the node's Pods, decide the
   preflight (drain_plan), refuse what the policy options do not allow, cordon, then evict: the shutdowns and
   other Pods at once, the live migrations at most `concurrency` at a time (KubeVirt's
   parallelOutboundMigrationsPerNode and parallelMigrationsPerCluster). KubeVirt's 429 `Eviction triggered
@@ -31,7 +31,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client, Failure
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import Scope, read_facts
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.eviction_facts import Scope, read_facts
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_subdomain
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 

@@ -20,7 +20,6 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks impo
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import LAUNCHER_SELECTOR
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, parse_label_selector
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 
@@ -132,7 +131,7 @@ def record(selected: Selection, client: Client) -> dict:
     vmis = current_vmis(client, selected)
     pods = []
     for namespace in sorted({kv.ref(v)[0] for v in vmis}):
-        pods.extend(client.list(client.require_kind("Pod", ""), namespace=namespace, label_selector=LAUNCHER_SELECTOR))
+        pods.extend(client.list(client.require_kind("Pod", ""), namespace=namespace, label_selector=kv.LAUNCHER_SELECTOR))
     index = kv.index_launchers(pods)
     baseline: Dict[str, dict] = {}
     recorded_at = utc_now()
@@ -194,7 +193,7 @@ def _streams(client: Client, namespaces: List[str]) -> List[Stream]:
     for namespace in namespaces:
         streams.append(Stream("vmis/" + namespace, found[("VirtualMachineInstance", "kubevirt.io")], namespace))
         streams.append(Stream("vmims/" + namespace, found[("VirtualMachineInstanceMigration", "kubevirt.io")], namespace))
-        streams.append(Stream("pods/" + namespace, found[("Pod", "")], namespace, LAUNCHER_SELECTOR))
+        streams.append(Stream("pods/" + namespace, found[("Pod", "")], namespace, kv.LAUNCHER_SELECTOR))
         if found[("VirtualMachine", "kubevirt.io")] is not None:
             streams.append(Stream("vms/" + namespace, found[("VirtualMachine", "kubevirt.io")], namespace))
     return streams

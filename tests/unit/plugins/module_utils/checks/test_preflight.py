@@ -4,7 +4,7 @@ warnings are the findings no problem already says; the summary lists the nodes a
 from __future__ import annotations
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_eviction_facts as facts_mod
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster import eviction_facts as facts_mod
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.preflight import preflight, problem_lines
 

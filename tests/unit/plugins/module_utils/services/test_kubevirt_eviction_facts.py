@@ -216,7 +216,7 @@ def test_a_503_on_the_vmi_list_is_retried():
     ({"names": ["UPPER"]}, "names[0]", "not a valid VMI name"),
     ({"descheduler_namespace": "no/slash"}, "descheduler_namespace", "not a valid namespace name"),
     ({"include": ["vmis", "everything"]}, "include", "unknown section(s) everything"),
-    ({"include": []}, "include", "an empty list reads no section. Leave include out (or null) to read every section"),
+    ({"include": []}, "include", "an empty list reads no section. Leave include out to read every section"),
 ])
 def test_bad_options_fail_before_any_request(params, path, words):
     cluster = FakeCluster([])
