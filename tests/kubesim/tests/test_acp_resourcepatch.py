@@ -11,6 +11,8 @@ from kubesim.acp import chart, resourcepatch
 from kubesim.api import RequestContext
 from kubesim.clock import Clock
 from kubesim.controllers import ControllerManager, garbage_collector, namespace
+
+import in_process
 from support import waiting
 
 USED = [subresources.register, garbage_collector.register, namespace.register, chart.register, resourcepatch.register]
@@ -21,15 +23,8 @@ RP = "resourcepatches.operator.alauda.io"
 
 @pytest.fixture
 def plugin():
-    spec = scenario.load("acp-plugin-basics").clusters["workload"]
-    cluster = scenario.build_cluster("workload", spec, Clock(100))
-    manager = ControllerManager(cluster)
-    for register in USED:
-        register(cluster, manager)
-    scenario.populate(cluster, spec)
-    manager.start()
-    yield cluster, manager
-    manager.stop()
+    with in_process.running_scenario("acp-plugin-basics", USED) as started:
+        yield started
 
 
 def rt(cluster, key):

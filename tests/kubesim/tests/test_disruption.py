@@ -10,6 +10,8 @@ from kubesim.controllers import ControllerManager, disruption, garbage_collector
 from kubesim.errors import ApiError
 from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
 from kubesim.scenario import populate
+
+import in_process
 from support import waiting
 
 USED = [subresources.register, garbage_collector.register, namespace.register, kubelet.register, disruption.register]
@@ -19,16 +21,10 @@ SCALE_ERROR = ("Failed to calculate the number of expected pods: virtualmachinei
 
 @pytest.fixture
 def running():
-    cluster = Cluster("workload", Registry(resolve_bundles(DEFAULT_BUNDLES["workload"])), Clock(100))
-    manager = ControllerManager(cluster)
-    for register in USED:
-        register(cluster, manager)
-    populate(cluster, {"namespaces": ["vms"], "objects": [
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-a"},
-         "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}}]})
-    manager.start()
-    yield cluster, manager
-    manager.stop()
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-a"},
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}}
+    with in_process.running(in_process.bare_cluster(), USED, {"namespaces": ["vms"], "objects": [node]}) as started:
+        yield started
 
 
 def rt(cluster, key):

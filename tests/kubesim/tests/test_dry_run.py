@@ -8,13 +8,12 @@ import copy
 import pytest
 
 from kubesim import subresources
-from kubesim.api import Cluster, RequestContext
-from kubesim.clock import Clock
+from kubesim.api import RequestContext
 from kubesim.components import COMPONENTS
-from kubesim.controllers import ControllerManager
 from kubesim.errors import ApiError
-from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
 from kubesim.scenario import populate
+
+import in_process
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-a"},
         "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
@@ -23,22 +22,15 @@ NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-a"},
 
 @pytest.fixture
 def cluster():
-    c = Cluster("workload", Registry(resolve_bundles(DEFAULT_BUNDLES["workload"])), Clock(100))
+    c = in_process.bare_cluster()
     populate(c, {"namespaces": ["ops"], "objects": [NODE]})
     return c
 
 
 @pytest.fixture
 def running():
-    c = Cluster("workload", Registry(resolve_bundles(DEFAULT_BUNDLES["workload"])), Clock(100))
-    manager = ControllerManager(c)
-    for register in COMPONENTS:
-        register(c, manager)
-    populate(c, {"namespaces": ["ops"], "objects": [NODE]})
-    manager.start()
-    assert manager.wait_idle()
-    yield c, manager
-    manager.stop()
+    with in_process.running(in_process.bare_cluster(), COMPONENTS, {"namespaces": ["ops"], "objects": [NODE]}, settle=True) as started:
+        yield started
 
 
 def rt(cluster, key):

@@ -7,12 +7,13 @@ import re
 
 import pytest
 
-from kubesim import scenario, subresources
+from kubesim import subresources
 from kubesim.acp import chart, resourcepatch
 from kubesim.api import RequestContext
-from kubesim.clock import Clock
-from kubesim.controllers import ControllerManager, garbage_collector, namespace
+from kubesim.controllers import garbage_collector, namespace
 from kubesim.kubevirt import objects
+
+import in_process
 
 from kubevirt_sim import NS, VM, VMI, VMIM, Sim
 
@@ -107,16 +108,8 @@ BOUNDED = 'apiVersion: "descheduler/v1alpha2"\nkind: "DeschedulerPolicy"\nmaxNoO
 
 @pytest.fixture
 def plugin():
-    spec = scenario.load("acp-plugin-basics").clusters["workload"]
-    cluster = scenario.build_cluster("workload", spec, Clock(100))
-    manager = ControllerManager(cluster)
-    for register in USED:
-        register(cluster, manager)
-    scenario.populate(cluster, spec)
-    manager.start()
-    assert manager.wait_idle()
-    yield cluster, manager
-    manager.stop()
+    with in_process.running_scenario("acp-plugin-basics", USED, settle=True) as started:
+        yield started
 
 
 def edits(cluster):
