@@ -184,14 +184,7 @@ def owner_ref(owner: dict, block: bool = True) -> dict:
 def launcher_pods(cluster, vmi: dict) -> list[dict]:
     """The virt-launcher Pods of a VMI (through the owner index: Pods owned by the VMI's UID)."""
     uid = meta(vmi).get("uid")
-    result = []
-    for key, namespace, name in cluster.store.dependents(uid):
-        if key != PODS:
-            continue
-        pod = find(cluster, PODS, namespace, name)
-        if pod is not None and labels(pod).get(CREATED_BY_LABEL) == uid:
-            result.append(pod)
-    return result
+    return _dependents(cluster, uid, PODS, lambda pod: labels(pod).get(CREATED_BY_LABEL) == uid)
 
 
 def pod_terminal(pod: dict) -> bool:
@@ -249,11 +242,16 @@ def selector_string(selector: dict | None) -> str:
 def owned(cluster, owner: dict, key: str) -> list[dict]:
     """Objects of resource `key` whose controller reference is the owner (through the owner index)."""
     uid = meta(owner).get("uid")
+    return _dependents(cluster, uid, key, lambda obj: (controller_ref(obj) or {}).get("uid") == uid)
+
+
+def _dependents(cluster, uid: str, key: str, keep) -> list[dict]:
+    """The objects of resource `key` that list `uid` among their owners (the store's owner index) and that `keep`."""
     result = []
     for dep_key, namespace, name in cluster.store.dependents(uid):
         if dep_key != key:
             continue
         obj = find(cluster, key, namespace, name)
-        if obj is not None and (controller_ref(obj) or {}).get("uid") == uid:
+        if obj is not None and keep(obj):
             result.append(obj)
     return result

@@ -18,30 +18,19 @@ import copy
 import re
 
 from .. import events
-from ..controllers import Controller
 from ..errors import ApiError
-from ..store import DELETED, Event
-from .common import (CONTROLLER_COMPONENT, POOL, POOL_LABEL, VM, controller_ref, find, meta, mutate, owned, owner_ref,
-                     rt, selector_string, serves, status, unmanaged)
+from .common import CONTROLLER_COMPONENT, POOL, POOL_LABEL, VM, meta, mutate, owned, owner_ref, rt, selector_string, serves, status
+from .owner import ReplicaOwnerController
 
 
-class PoolController(Controller):
+class PoolController(ReplicaOwnerController):
     keys = (POOL, VM)
+    owner_key = POOL
+    owner_kind = "VirtualMachinePool"
 
-    def on_event(self, event: Event) -> None:
-        if event.key == POOL:
-            if event.type != DELETED:
-                self.sync(event.namespace, meta(event.obj)["name"])
-            return
-        ref = controller_ref(event.obj)
-        if ref and ref.get("kind") == "VirtualMachinePool":
-            self.sync(event.namespace, ref.get("name", ""))
-
-    def sync(self, namespace: str, name: str) -> None:
+    def reconcile(self, pool: dict) -> None:
         cluster = self.cluster
-        pool = find(cluster, POOL, namespace, name)
-        if pool is None or meta(pool).get("deletionTimestamp") or unmanaged(pool):
-            return
+        name, namespace = meta(pool)["name"], meta(pool).get("namespace")
         spec = pool.get("spec") or {}
         pattern = re.compile(rf"^{re.escape(name)}-(\d+)$")
         vms = [v for v in owned(cluster, pool, VM) if not meta(v).get("deletionTimestamp")]

@@ -17,11 +17,10 @@ from __future__ import annotations
 import copy
 
 from .. import events
-from ..controllers import Controller
 from ..errors import ApiError
-from ..store import DELETED, Event
-from .common import (CONTROLLER_COMPONENT, FINAL_VMI_PHASES, VMI, VMIRS, condition_true, controller_ref, find,
-                     get_condition, meta, mutate, owned, owner_ref, rt, selector_string, serves, status, unmanaged)
+from .common import (CONTROLLER_COMPONENT, FINAL_VMI_PHASES, VMI, VMIRS, condition_true, get_condition, meta, mutate, owned,
+                     owner_ref, rt, selector_string, serves, status)
+from .owner import ReplicaOwnerController
 
 
 def _terminating(vmi: dict) -> bool:
@@ -29,23 +28,14 @@ def _terminating(vmi: dict) -> bool:
     return bool(ready) and ready.get("status") == "False" and ready.get("reason") == "PodTerminating"
 
 
-class ReplicaSetController(Controller):
+class ReplicaSetController(ReplicaOwnerController):
     keys = (VMIRS, VMI)
+    owner_key = VMIRS
+    owner_kind = "VirtualMachineInstanceReplicaSet"
 
-    def on_event(self, event: Event) -> None:
-        if event.key == VMIRS:
-            if event.type != DELETED:
-                self.sync(event.namespace, meta(event.obj)["name"])
-            return
-        ref = controller_ref(event.obj)
-        if ref and ref.get("kind") == "VirtualMachineInstanceReplicaSet":
-            self.sync(event.namespace, ref.get("name", ""))
-
-    def sync(self, namespace: str, name: str) -> None:
+    def reconcile(self, rs: dict) -> None:
         cluster = self.cluster
-        rs = find(cluster, VMIRS, namespace, name)
-        if rs is None or meta(rs).get("deletionTimestamp") or unmanaged(rs):
-            return
+        name, namespace = meta(rs)["name"], meta(rs).get("namespace")
         spec = rs.get("spec") or {}
         vmis = owned(cluster, rs, VMI)
         for vmi in vmis:
