@@ -28,8 +28,8 @@ class PoolController(ReplicaOwnerController):
     owner_key = POOL
     owner_kind = "VirtualMachinePool"
 
-    def reconcile(self, pool: dict) -> None:
-        cluster = self.cluster
+    def reconcile(self, owner: dict) -> None:
+        cluster, pool = self.cluster, owner
         name, namespace = meta(pool)["name"], meta(pool).get("namespace")
         spec = pool.get("spec") or {}
         pattern = re.compile(rf"^{re.escape(name)}-(\d+)$")

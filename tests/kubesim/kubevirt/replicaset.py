@@ -33,8 +33,8 @@ class ReplicaSetController(ReplicaOwnerController):
     owner_key = VMIRS
     owner_kind = "VirtualMachineInstanceReplicaSet"
 
-    def reconcile(self, rs: dict) -> None:
-        cluster = self.cluster
+    def reconcile(self, owner: dict) -> None:
+        cluster, rs = self.cluster, owner
         name, namespace = meta(rs)["name"], meta(rs).get("namespace")
         spec = rs.get("spec") or {}
         vmis = owned(cluster, rs, VMI)
