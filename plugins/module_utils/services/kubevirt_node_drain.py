@@ -73,10 +73,10 @@ class KubevirtNodeDrainOptions(ModuleOptions):
 # ------------------------------------------------------------------------------------------ options
 def validate(options: KubevirtNodeDrainOptions) -> KubevirtNodeDrainOptions:
     """The options checked before any request (InvalidOption names the option), the node name stripped."""
-    node = (options.node or "").strip()
+    node = options.node.strip()  # required by the spec
     if not is_dns_subdomain(node):
         raise InvalidOption("{0!r} is not a valid node name".format(node), "Give the node's name as kubectl get nodes shows it.", path="node")
-    if options.timeout is None or options.timeout <= 0:
+    if options.timeout <= 0:
         raise InvalidOption("must be more than 0 seconds", "Give how long the whole drain may take, e.g. 600.", path="timeout")
     if options.max_parallel is not None and options.max_parallel < 1:
         raise InvalidOption("must be 1 or more", "Give how many live migrations may run at once, or leave it unset for KubeVirt's limits.",
