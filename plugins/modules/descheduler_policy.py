@@ -21,8 +21,9 @@ description:
     a non-empty label selector, a minimum gap between thresholds and target thresholds, eviction limits set and not above KubeVirt's
     parallel migration limits read from the cluster, a node selector that leaves control-plane nodes out). Every error names the
     field path and the fix.
-  - The current ConfigMap is backed up (the whole object, as YAML) and verified by reading it back before the update; the update
-    carries the object's C(resourceVersion), so a concurrent edit fails with a conflict instead of being lost. The ResourcePatch that
+  - The current ConfigMap is backed up (the whole object as C(kubectl get) shows it, without C(metadata.managedFields), as YAML)
+    and verified by reading it back before the update; the update carries the object's C(resourceVersion), so a concurrent edit
+    fails with a conflict instead of being lost. The ResourcePatch that
     ACP creates for the edit is returned.
   - An equal policy (compared as parsed YAML, not as text) is no change. Check mode and C(--diff) show the change as YAML.
   - Check mode asks the API server; it sends the update (with I(state=absent), the deletes) as a server-side dry run, so that

@@ -72,6 +72,16 @@ def meta(obj: Optional[dict]) -> dict:
     return (obj or {}).get("metadata") or {}
 
 
+def as_kubectl_shows(obj: dict) -> dict:
+    """`obj` without `metadata.managedFields`, as `kubectl get` shows it: the field managers are the server's record of
+    who wrote what, not the object's state, and a restore that sent them back would misstate who owns the fields."""
+    if "managedFields" not in meta(obj):
+        return obj
+    shown = dict(obj)
+    shown["metadata"] = {key: value for key, value in obj["metadata"].items() if key != "managedFields"}
+    return shown
+
+
 def labels(obj: Optional[dict]) -> Dict[str, str]:
     return meta(obj).get("labels") or {}
 

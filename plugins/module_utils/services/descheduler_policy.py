@@ -26,7 +26,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption, RebalanceError
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import meta, migration_limits, pick_kubevirt
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import as_kubectl_shows, meta, migration_limits, pick_kubevirt
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.plan import plan_policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import dump_policy, load_policy, same_policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.render import check_options, render_policy
@@ -259,9 +259,11 @@ CHART_MARK = "# kubevirt_ops.rebalance: no ResourcePatch targeted this ConfigMap
 
 def backup_configmap(configmap: dict, directory: str, cluster: str, now: Optional[datetime.datetime] = None,
                      chart_rendering: bool = False) -> str:
-    """Write the whole ConfigMap as YAML to `<dir>/<cluster>_<namespace>_<name>_<UTC timestamp>.yaml`, read it
-    back and compare; the path. Never overwrites a file. `chart_rendering` marks it with CHART_MARK."""
+    """Write the whole ConfigMap (as `kubectl get` shows it: without managedFields) as YAML to
+    `<dir>/<cluster>_<namespace>_<name>_<UTC timestamp>.yaml`, read it back and compare; the path. Never overwrites a
+    file. `chart_rendering` marks it with CHART_MARK."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
+    configmap = as_kubectl_shows(configmap)
     directory = os.path.abspath(os.path.expanduser(directory))
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)

@@ -327,3 +327,10 @@ def test_pdb_findings(spec, code):
 
 def test_no_pdb_finding_for_integer_min_available_with_room():
     assert kv.pdb_findings(k8s.pdb(min_available=1), 1, ["a", "b"]) == []
+
+
+def test_as_kubectl_shows_drops_only_managed_fields():
+    obj = {"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u", "managedFields": [{"manager": "m"}]}, "data": {"k": "v"}}
+    assert kv.as_kubectl_shows(obj) == {"kind": "ConfigMap", "metadata": {"name": "a", "uid": "u"}, "data": {"k": "v"}}
+    plain = {"kind": "ConfigMap", "metadata": {"name": "a"}}
+    assert kv.as_kubectl_shows(plain) is plain

@@ -103,6 +103,15 @@ def test_backup_written_verified_and_never_overwritten(tmp_path):
     assert apply.read_backup(first) == configmap
 
 
+def test_backup_holds_the_object_as_kubectl_shows_it_without_managed_fields(tmp_path):
+    configmap = k8s.configmap()
+    managers = [{"manager": "helm", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]
+    live = dict(configmap, metadata=dict(configmap["metadata"], managedFields=managers))
+    path = apply.backup_configmap(live, str(tmp_path), "workload", now=NOW)
+    assert apply.read_backup(path) == configmap
+    assert live["metadata"]["managedFields"] == managers   # the object read is left as it was
+
+
 def test_read_backup_refuses_what_is_not_a_configmap(tmp_path):
     path = tmp_path / "x.yaml"
     path.write_text("kind: Secret\n")
