@@ -17,22 +17,23 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tests.support.simulator import start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
+from tests.support.simulator import ADMIN_TOKEN, start_kubesim, stop_kubesim  # noqa: E402  # pylint: disable=wrong-import-position
 
 CHILD = r"""
-import json, resource, sys, time, urllib.request
-kind, kubeconfig, url = sys.argv[1:4]
+import json, resource, ssl, sys, time, urllib.request
+kind, kubeconfig, url, ca_file, token = sys.argv[1:6]
 started = time.monotonic()
 if kind == "floor":
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else None
     for path in ("/api/v1/nodes", "/api/v1/pods", "/apis/kubevirt.io/v1/virtualmachineinstances"):
-        json.loads(urllib.request.urlopen(url + path, timeout=600).read())
+        request = urllib.request.Request(url + path, headers={"Authorization": "Bearer " + token})
+        json.loads(urllib.request.urlopen(request, timeout=600, context=context).read())
 elif kind == "facts":
     from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
     from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import (
@@ -52,19 +53,14 @@ print(json.dumps({"seconds": time.monotonic() - started, "peak_mib": resource.ge
 """
 
 
-def admin(sim, method: str, path: str) -> dict:
-    request = urllib.request.Request(sim.url + "/_kubesim/" + path, method=method)
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return json.loads(response.read())
-
-
 def requests(sim) -> int:
-    return admin(sim, "GET", "counters?cluster=workload")["workload"]["total"]
+    return sim.admin("GET", "counters?cluster=workload")["workload"]["total"]
 
 
 def measure(sim, kind: str, env: dict) -> dict:
-    admin(sim, "DELETE", "counters")
-    process = subprocess.run([sys.executable, "-c", CHILD, kind, sim.kubeconfig, sim.url], capture_output=True, text=True,
+    sim.reset_counters()
+    process = subprocess.run([sys.executable, "-c", CHILD, kind, sim.kubeconfig, sim.url, sim.ca_file or "", ADMIN_TOKEN],
+                             capture_output=True, text=True,
                              env=env, timeout=1800, check=False)
     if process.returncode != 0:
         return {"error": process.stderr.strip().splitlines()[-1:]}
@@ -85,7 +81,7 @@ def k8s_info_way(sim, sample: int, vms: int, workdir: Path, env: dict) -> dict:
     playbook.write_text(yaml.safe_dump(play, sort_keys=False))
     inventory = workdir / "inventory"
     inventory.write_text("localhost ansible_connection=local ansible_python_interpreter={0}\n".format(sys.executable))
-    admin(sim, "DELETE", "counters")
+    sim.reset_counters()
     started = time.monotonic()
     process = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook)],
                              capture_output=True, text=True, env=env, timeout=3600, check=False)

@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -59,6 +60,10 @@ def child(args: argparse.Namespace) -> None:
 
     api = config.new_client_from_config(config_file=args.kubeconfig, context="workload")
     base_url = api.configuration.host
+    # the floor speaks TLS as the client does: the run's CA and the kubeconfig's admin certificate
+    floor_context = ssl.create_default_context(cafile=api.configuration.ssl_ca_cert) if base_url.startswith("https") else None
+    if floor_context is not None and api.configuration.cert_file:
+        floor_context.load_cert_chain(api.configuration.cert_file, api.configuration.key_file)
     limit = args.limit or None
     dyn = None
     if args.client == "dynamic":
@@ -80,7 +85,7 @@ def child(args: argparse.Namespace) -> None:
         path = "/api/v1/namespaces/scale/pods" if args.what == "pods" else \
             "/apis/kubevirt.io/v1/namespaces/scale/virtualmachineinstances"
         query = "&".join(q for q in (f"limit={limit}" if limit else "", f"continue={token}" if token else "") if q)
-        with urllib.request.urlopen(f"{base_url}{path}{'?' + query if query else ''}") as response:
+        with urllib.request.urlopen(f"{base_url}{path}{'?' + query if query else ''}", context=floor_context) as response:
             data = response.read()
         # Only the tail is parsed, for the continue token; the items are counted, not decoded.
         meta_end = data.index(b',"items":[')
@@ -133,9 +138,9 @@ def proc_status(pid: int) -> dict[str, int]:
     return result
 
 
-def admin(url: str, method: str, path: str) -> dict:
+def admin(url: str, method: str, path: str, context: ssl.SSLContext | None) -> dict:
     request = urllib.request.Request(f"{url}/_kubesim/{path}", method=method)
-    with urllib.request.urlopen(request, timeout=60) as response:
+    with urllib.request.urlopen(request, timeout=60, context=context) as response:
         return json.loads(response.read())
 
 
@@ -226,8 +231,10 @@ def main() -> int:
     bench_started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-list-") as workdir:
         process, url, startup = start_simulator(args.scenario, workdir)
+        # the launcher writes the run's CA next to the kubeconfig
+        context = ssl.create_default_context(cafile=os.path.join(workdir, "ca.crt")) if url.startswith("https") else None
         try:
-            admin(url, "GET", "settle?timeout=120")
+            admin(url, "GET", "settle?timeout=120", context)
             after_start = proc_status(process.pid)
             print(f"simulator: scenario {args.scenario}, startup {startup:.2f} s (until `ready`), "
                   f"RSS after start {after_start['VmRSS'] / 1024:.0f} MiB")
@@ -236,7 +243,7 @@ def main() -> int:
                 for limit in (0, 500):
                     best = None
                     for _attempt in range(args.repeat):
-                        admin(url, "DELETE", "counters")
+                        admin(url, "DELETE", "counters", context)
                         command = [sys.executable, __file__, "--child", "--client", client_name, "--what", what,
                                    "--limit", str(limit), "--kubeconfig", os.path.join(workdir, "kubeconfig"),
                                    "--workdir", workdir]
@@ -244,7 +251,7 @@ def main() -> int:
                         if out.returncode != 0:
                             raise SystemExit(f"measurement {client_name}/{what} failed:\n{out.stderr}")
                         result = json.loads(out.stdout.strip().splitlines()[-1])
-                        counters = admin(url, "GET", "counters?cluster=workload")["workload"]["requests"]
+                        counters = admin(url, "GET", "counters?cluster=workload", context)["workload"]["requests"]
                         result["requests"] = {k: v for k, v in counters.items() if k.startswith("list ")}
                         if best is None or result["wall"] < best["wall"]:
                             best = result

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -149,7 +148,7 @@ def state(sim) -> dict:
     """resourceVersions of the objects the modules could write, by kind, namespace and name."""
     result = {}
     for path in STATE_PATHS:
-        with urllib.request.urlopen(sim.url + path, timeout=30) as response:
+        with sim.request("GET", path) as response:
             for item in json.loads(response.read())["items"]:
                 meta = item["metadata"]
                 result[(item["kind"], meta.get("namespace"), meta["name"])] = meta["resourceVersion"]

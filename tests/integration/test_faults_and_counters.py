@@ -9,7 +9,6 @@ import http.client
 import json
 import time
 import urllib.error
-import urllib.request
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,6 +16,7 @@ import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import retry
+from support.simulator import ADMIN_TOKEN
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -63,21 +63,19 @@ def ns(sim, core):
 
 def admin_raw(sim, method: str, path: str, body=None) -> tuple[int, dict]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(f"{sim.url}/_kubesim/{path}", data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with sim.request(method, f"/_kubesim/{path}", data, timeout=10) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
 
 
 def raw_get(sim, path: str) -> tuple[int, dict, dict]:
-    """A GET on a fresh connection: status, headers, JSON body."""
+    """A GET on a fresh connection, as the admin: status, headers, JSON body."""
     parts = urlsplit(sim.url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=10, context=sim.ssl_context)
     try:
-        conn.request("GET", path)
+        conn.request("GET", path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
         response = conn.getresponse()
         return response.status, dict(response.getheaders()), json.loads(response.read() or b"null")
     finally:
@@ -308,10 +306,8 @@ def test_invalid_fault_specs_are_rejected_with_400(sim, core, ns, spec):
 
 
 def test_invalid_admin_body_is_rejected(sim):
-    request = urllib.request.Request(f"{sim.url}/_kubesim/faults", data=b"{not json", method="POST",
-                                     headers={"Content-Type": "application/json"})
     with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(request, timeout=10)
+        sim.request("POST", "/_kubesim/faults", b"{not json", timeout=10)
     assert err.value.code == 400
 
 

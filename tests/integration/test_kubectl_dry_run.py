@@ -45,7 +45,9 @@ def test_apply_dry_run_server_changes_nothing(sim):
     assert "configmap/applied-new created (server dry run)" in new.stdout
     edit = sim.kubectl("apply", "--dry-run=server", "-f", "-", "-o", "json", input=configmap("edited", k="new"))
     assert json.loads(edit.stdout)["data"] == {"k": "new"}         # the object as the write would store it
-    ssa = sim.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", input=configmap("edited", k="ssa"))
+    # data.k belongs to kubectl-create: a server-side apply changing it must force, dry run or not
+    ssa = sim.kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-",
+                      input=configmap("edited", k="ssa"))
     assert "configmap/edited serverside-applied (server dry run)" in ssa.stdout
     assert cluster_state(sim) == before
     assert sim.kubectl_json("get", "configmap", "edited", "-n", "default")["data"] == {"k": "old"}

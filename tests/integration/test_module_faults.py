@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 
 import pytest
 import yaml
@@ -21,8 +20,7 @@ FACTS, POLICY, VERIFY = "kubevirt_eviction_facts", "descheduler_policy", "vm_mig
 
 
 def get(sim, path: str) -> dict:
-    with urllib.request.urlopen(sim.url + path, timeout=30) as response:
-        return json.loads(response.read())
+    return sim.request_json("GET", path)
 
 
 def policy_configmap(sim) -> dict:

@@ -4,11 +4,9 @@ The HTTP layer (`server.py`) and the controllers both go through this class, as 
 through a real API server."""
 from __future__ import annotations
 
-import base64
 import bisect
 import copy
 import itertools
-import json
 import random
 import threading
 import uuid
@@ -16,9 +14,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
-from . import errors, patching, validation
-from .defaults import apply_defaults
+from . import conversion, errors, event_validation, managed_fields, patching, validation
+from .defaults import apply_defaults, prepare_for_create
 from .errors import ApiError
+from . import listoptions
 from .resources import Registry, ResourceType
 from .selectors import field_matcher, label_matcher
 from .store import Entry, Event, Store, Watcher
@@ -38,6 +37,11 @@ def now_iso(offset_seconds: float = 0) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _shift_iso(timestamp: str, seconds: float) -> str:
+    when = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) + timedelta(seconds=seconds)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 @dataclass
 class RequestContext:
     """What one request carries besides its body: dry run, warnings to return, who asks. Admission hooks see
@@ -47,6 +51,8 @@ class RequestContext:
     warnings: list[str] = field(default_factory=list)
     user: str = "system:kube-controller-manager"   # controllers; the HTTP layer sets the caller
     field_manager: str | None = None
+    # the manager of writes without fieldManager: the caller's User-Agent product (controllers: their binary)
+    default_field_manager: str = "kube-controller-manager"
     field_validation: str | None = None
 
 
@@ -141,15 +147,15 @@ class Cluster:
 
     # ------------------------------------------------------------------------------------- create
     def create(self, rt: ResourceType, namespace: str | None, body: dict, ctx: RequestContext | None = None,
-               keep_status: bool = False) -> dict:
+               keep_status: bool = False, apply_config: dict | None = None) -> dict:
         """Create an object. Clients cannot set the status of kinds with a status subresource; scenario
-        loading (keep_status) can."""
+        loading (keep_status) can. apply_config: the configuration of a server-side apply that creates it."""
         ctx = ctx or RequestContext()
         self._check_type(rt, body)
-        obj = copy.deepcopy(body)
+        obj = conversion.stored(rt, copy.deepcopy(body))   # an Event written through events.k8s.io: core form
         if not keep_status and "status" in rt.subresources:
             obj.pop("status", None)
-        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        obj["apiVersion"], obj["kind"] = rt.storage_api_version, rt.kind
         meta = obj.setdefault("metadata", {})
         with self.lock:
             if rt.namespaced:
@@ -180,8 +186,11 @@ class Cluster:
             else:
                 meta.pop("generation", None)
             apply_defaults(rt.key, obj)
+            prepare_for_create(rt.key, obj)
             # As Store.Create: the strategy validates, then admission, then storage refuses a taken name.
             validation.validate_create(rt, obj)
+            event_validation.validate_create(rt, obj)
+            obj = self._manage_fields(rt, None, obj, ctx, "", apply_config)
             self.admit(AdmissionRequest("CREATE", rt, "", namespace, name, obj, None, {}, ctx))
             if self.store.get(rt.key, namespace, name) is not None:
                 raise errors.already_exists(rt, name)
@@ -206,20 +215,22 @@ class Cluster:
         return copy.deepcopy(entry.obj) if entry else None
 
     def list(self, rt: ResourceType, namespace: str | None = None, label_selector: str | None = None,
-             field_selector: str | None = None, limit: int | None = None, continue_token: str | None = None
-             ) -> ListResult:
+             field_selector: str | None = None, limit: int | None = None, continue_token: str | None = None,
+             resource_version: str | None = None, resource_version_match: str = "") -> ListResult:
+        """A list as the apiserver serves it: the state at a resourceVersion (see _list_state), filtered, in key
+        order, paginated with continue tokens that pin every page to the first page's resourceVersion."""
         labels = label_matcher(label_selector)
         fields = field_matcher(field_selector, rt.supported_fields, rt.plural)
+        scope = namespace if rt.namespaced else None
+        across = rt.namespaced and namespace is None
         start = None
         if continue_token:
-            try:
-                start = json.loads(base64.urlsafe_b64decode(continue_token.encode()))["start"]
-            except (ValueError, KeyError, TypeError):
-                raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
-                                         "(version meta.k8s.io/v1)") from None
-        with self.lock:
-            rv = self.store.rv
-            rows = self.store.sorted_entries(rt.key, namespace if rt.namespaced else None)
+            start, token_rv = listoptions.decode_continue(continue_token, namespace or "", across)
+            if resource_version not in (None, "", "0"):
+                raise errors.bad_request("specifying resource version is not allowed when using continue")
+            rv, rows = self._continued_state(rt, scope, start, token_rv, across)
+        else:
+            rv, rows = self._list_state(rt, scope, resource_version, resource_version_match, bool(limit))
         # rows are in key order, so a continuation starts right after its key; a page reads up to limit+1 matches
         begin = bisect.bisect_right(rows, tuple(start), key=lambda row: (row[0], row[1])) if start is not None else 0
         items = []
@@ -230,13 +241,45 @@ class Cluster:
                     break
         result = ListResult([row[2] for row in items], rv)
         if limit and len(items) > limit:
-            last_ns, last_name = items[limit - 1][:2]
             result.items = result.items[:limit]
-            result.continue_token = base64.urlsafe_b64encode(
-                json.dumps({"start": [last_ns, last_name], "rv": rv}).encode()).decode()
+            result.continue_token = listoptions.encode_continue(items[limit - 1][:2], rv, across)
             # as the etcd3 store: remainingItemCount only for a list without selectors (it counts keys, not matches)
             result.remaining = None if (label_selector or field_selector) else len(rows) - begin - limit
         return result
+
+    def _list_state(self, rt: ResourceType, scope: str | None, resource_version: str | None, match: str,
+                    paged: bool) -> tuple[int, list[tuple[str, str, Entry]]]:
+        """(resourceVersion, rows) a list reads: unset = the most recent state; "0" = any state (here the current);
+        N with Exact, or the legacy N with a limit = exactly the state at N (410 when older than the history);
+        N otherwise = not older than N (the current state, after waiting for the store to reach N). N newer than
+        the store: 504 Too large resource version."""
+        if resource_version in (None, "", "0"):
+            with self.lock:
+                return self.store.rv, self.store.sorted_entries(rt.key, scope)
+        wanted = listoptions.parse_resource_version(resource_version)
+        exact = match == listoptions.EXACT or (not match and paged)
+        if not self.store.wait_until_fresh(wanted, 0 if exact else listoptions.FRESH_WAIT_SECONDS):
+            raise listoptions.too_large(wanted, self.store.rv, retry_after=0 if exact else 1)
+        with self.lock:
+            if not exact:
+                return self.store.rv, self.store.sorted_entries(rt.key, scope)
+            try:
+                return wanted, self.store.sorted_entries_at(rt.key, scope, wanted)
+            except LookupError:
+                raise errors.gone(listoptions.LIST_TOO_OLD) from None
+
+    def _continued_state(self, rt: ResourceType, scope: str | None, start: tuple[str, str], token_rv: int,
+                         across: bool) -> tuple[int, list[tuple[str, str, Entry]]]:
+        """The state a continue token's page reads: its first page's, or the latest for a token issued after
+        the history was lost; a token older than the history: 410 with such a token."""
+        with self.lock:
+            if token_rv == listoptions.LATEST:
+                return self.store.rv, self.store.sorted_entries(rt.key, scope)
+            try:
+                return token_rv, self.store.sorted_entries_at(rt.key, scope, token_rv)
+            except LookupError:
+                raise listoptions.ExpiredContinue(listoptions.encode_continue(start, listoptions.LATEST,
+                                                                              across)) from None
 
     # -------------------------------------------------------------------------------------- update
     def update(self, rt: ResourceType, namespace: str | None, name: str, body: dict,
@@ -252,7 +295,7 @@ class Cluster:
             wanted_rv = body_meta.get("resourceVersion")
             if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt, name)
-            new = self._prepare_update(rt, old, body, subresource)
+            new = self._prepare_update(rt, old, conversion.stored(rt, body), subresource)
             return self._commit_update(rt, old, new, ctx, subresource)
 
     def _prepare_update(self, rt: ResourceType, old: dict, body: dict, subresource: str) -> dict:
@@ -264,7 +307,7 @@ class Cluster:
                 new.pop("status", None)
             return new
         new = copy.deepcopy(body)
-        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
+        new["apiVersion"], new["kind"] = rt.storage_api_version, rt.kind
         if "status" in rt.subresources:
             if "status" in old:
                 new["status"] = copy.deepcopy(old["status"])
@@ -279,8 +322,10 @@ class Cluster:
                 meta.pop(fixed, None)
         return new
 
-    def _commit_update(self, rt: ResourceType, old: dict, new: dict, ctx: RequestContext, subresource: str
-                       ) -> dict:
+    def _commit_update(self, rt: ResourceType, old: dict, new: dict, ctx: RequestContext, subresource: str,
+                       apply_config: dict | None = None, force: bool = False) -> dict:
+        apply_defaults(rt.key, new)   # the updated or patched object is decoded, so defaulted, again
+        new = self._manage_fields(rt, old, new, ctx, subresource, apply_config, force)
         meta = new["metadata"]
         if rt.generation and self._spec_part(new) != self._spec_part(old):
             meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
@@ -298,6 +343,19 @@ class Cluster:
             return copy.deepcopy(new)
         self.store.put(rt.key, new, "MODIFIED")
         return copy.deepcopy(new)
+
+    @staticmethod
+    def _manage_fields(rt: ResourceType, old: dict | None, new: dict, ctx: RequestContext, subresource: str,
+                       apply_config: dict | None = None, force: bool = False) -> dict:
+        """managedFields of the write, as the fieldmanager sets them before mutating admission: an apply owns
+        its configuration (or answers a 409 conflict), any other write owns what it changed."""
+        scope = managed_fields.Scope(rt.builtin, "status" in rt.subresources, subresource)
+        if apply_config is not None:
+            return managed_fields.record_apply(scope, rt.api_version, old, new, apply_config,
+                                               ctx.field_manager or "", force, now_iso())
+        manager = ctx.field_manager or ctx.default_field_manager
+        managed_fields.record_update(scope, rt.api_version, old, new, manager, now_iso())
+        return new
 
     @staticmethod
     def _pending_finalizers(rt: ResourceType, obj: dict) -> list[str]:
@@ -326,34 +384,39 @@ class Cluster:
                         raise errors.invalid(rt, "PatchOptions", "", [("fieldManager", "Required value: is "
                                                                        "required for apply patch")],
                                              group="meta.k8s.io")
+                    managed_fields.check_apply_config(patch)
                     body = copy.deepcopy(patch)
                     body.setdefault("metadata", {}).setdefault("name", name)
-                    return self.create(rt, namespace, body, ctx)
+                    return self.create(rt, namespace, body, ctx, apply_config=patch)
                 raise errors.not_found(rt, name)
             old = entry.obj
+            base = conversion.served(rt, old)   # a patch applies to the form of the version it is sent to
             if patch_type == "merge":
-                patched = patching.json_merge_patch(old, patch)
+                patched = patching.json_merge_patch(base, patch)
             elif patch_type == "json":
-                patched = patching.json_patch(old, patch)
+                patched = patching.json_patch(base, patch)
             elif patch_type == "strategic":
-                patched = patching.strategic_merge_patch(old, patch)
+                patched = patching.strategic_merge_patch(base, patch)
             elif patch_type == "apply":
                 if not ctx.field_manager:
                     raise errors.invalid(rt, "PatchOptions", "", [("fieldManager", "Required value: is "
                                                                    "required for apply patch")],
                                          group="meta.k8s.io")
                 self._check_type(rt, patch)
-                patched = (patching.strategic_merge_patch(old, patch) if rt.builtin
-                           else patching.json_merge_patch(old, patch))
+                managed_fields.check_apply_config(patch)
+                patched = (patching.strategic_merge_patch(base, patch) if rt.builtin
+                           else patching.json_merge_patch(base, patch))
             else:
                 raise errors.unsupported_media_type(patch_type, list(PATCH_TYPES))
             if not isinstance(patched, dict):
                 raise errors.bad_request("the patch did not produce an object")
+            patched = conversion.stored(rt, patched)
             wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
             if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt, name)
             new = self._prepare_update(rt, old, patched, subresource)
-            return self._commit_update(rt, old, new, ctx, subresource)
+            return self._commit_update(rt, old, new, ctx, subresource,
+                                       apply_config=patch if patch_type == "apply" else None, force=force)
 
     # -------------------------------------------------------------------------------------- delete
     def delete(self, rt: ResourceType, namespace: str | None, name: str, options: dict | None = None,
@@ -400,7 +463,11 @@ class Cluster:
                     if finalizers != list(meta.get("finalizers") or []):
                         return self._store_modified(rt, obj, ctx)
                     return obj
-            new_meta["deletionTimestamp"] = now_iso(grace if rt.key == "pods" else 0)
+            if meta.get("deletionTimestamp"):   # a shorter grace period counts from the first deletion (BeforeDelete)
+                new_meta["deletionTimestamp"] = _shift_iso(meta["deletionTimestamp"],
+                                                           grace - int(meta.get("deletionGracePeriodSeconds", 0)))
+            else:
+                new_meta["deletionTimestamp"] = now_iso(grace if rt.key == "pods" else 0)
             new_meta["deletionGracePeriodSeconds"] = grace
             if rt.key == "namespaces":   # the namespace REST turns it Terminating in the same write
                 obj.setdefault("status", {})["phase"] = "Terminating"
@@ -429,7 +496,7 @@ class Cluster:
         grace = options.get("gracePeriodSeconds")
         if grace is None:
             grace = spec.get("terminationGracePeriodSeconds", 30)
-        return max(int(grace), 0)
+        return int(grace) if int(grace) >= 0 else 1   # BeforeDelete: a negative grace period means 1 s
 
     def _orphan_dependents(self, owner_uid: str) -> None:
         for key, ns, dep_name in self.store.dependents(owner_uid):
@@ -462,18 +529,28 @@ class Cluster:
 
     # --------------------------------------------------------------------------------------- watch
     def watch(self, rt: ResourceType, namespace: str | None, label_selector: str | None,
-              field_selector: str | None, resource_version: str | None) -> Watcher:
+              field_selector: str | None, resource_version: str | None, send_initial_events: bool | None = None,
+              allow_bookmarks: bool = False) -> Watcher:
+        """A watch as the watch cache starts it. Legacy (send_initial_events None): from "" or "0" the current
+        objects as ADDED events then changes, from N the changes after N (410 when older than the history).
+        A streaming list (send_initial_events True, resourceVersionMatch NotOlderThan): the state at the most
+        recent ("") / any ("0") / a not older than N resourceVersion as ADDED events, then, with bookmarks, the
+        BOOKMARK annotated `k8s.io/initial-events-end: "true"` at that state's resourceVersion, then changes.
+        send_initial_events False: changes from now ("", "0") or after N. N newer than the store: a streaming list
+        waits for it, then answers 504 Too large resource version."""
         labels = label_matcher(label_selector)
         fields = field_matcher(field_selector, rt.supported_fields, rt.plural)
         since = None
         if resource_version not in (None, "", "0"):
-            try:
-                since = int(resource_version)
-            except ValueError:
-                raise errors.bad_request(f'invalid resource version "{resource_version}"') from None
+            since = listoptions.parse_resource_version(resource_version)
+        if send_initial_events and since is not None:
+            if not self.store.wait_until_fresh(since, listoptions.FRESH_WAIT_SECONDS):
+                raise listoptions.too_large(since, self.store.rv)
+            since = None   # the current state is not older than N
         try:
             return self.store.watch(rt.key, namespace if rt.namespaced else None,
-                                    lambda obj: labels(obj) and fields(obj), since)
+                                    lambda obj: labels(obj) and fields(obj), since, send_initial_events,
+                                    end_bookmark=bool(send_initial_events and allow_bookmarks))
         except LookupError:
             raise errors.gone(f"too old resource version: {since} ({self.store.compacted_rv})") from None
 

@@ -1,4 +1,5 @@
-"""Command line: `kubesim serve --scenario NAME_OR_PATH --kubeconfig FILE [--port N]`, `kubesim scenarios`."""
+"""Command line: `kubesim serve --scenario NAME_OR_PATH --kubeconfig FILE [--port N] [--plain-http]`,
+`kubesim scenarios`."""
 from __future__ import annotations
 
 import argparse
@@ -6,21 +7,21 @@ import signal
 import sys
 import threading
 
-from . import kubeconfig
 from . import scenario as scenarios
 
 
 def _serve(args: argparse.Namespace) -> int:
     from .simulator import Simulator
     try:
-        sim = Simulator(args.scenario, host=args.host, port=args.port, verbose=args.verbose)
+        sim = Simulator(args.scenario, host=args.host, port=args.port, verbose=args.verbose,
+                        plain_http=args.plain_http)
     except (scenarios.ScenarioError, ValueError) as exc:
         print(f"kubesim: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"kubesim: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
-    kubeconfig.write(args.kubeconfig, sim.urls(), current="workload", users=sim.scenario.users)
+    sim.write_kubeconfig(args.kubeconfig)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=0, help="TCP port (default: a free one)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--verbose", action="store_true", help="log every request on stderr")
+    serve.add_argument("--plain-http", action="store_true",
+                       help="serve plain HTTP instead of HTTPS (the kubeconfig then carries the admin token)")
     sub.add_parser("scenarios", help="list the bundled scenarios")
     args = parser.parse_args(argv)
     if args.command == "scenarios":

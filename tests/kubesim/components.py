@@ -5,10 +5,10 @@ cluster does not serve registers nothing there."""
 from __future__ import annotations
 
 from . import subresources
-from .controllers import garbage_collector, kubelet, namespace, scheduler
+from .controllers import garbage_collector, kubelet, namespace, scheduler, serviceaccounts
 from .acp import chart as acp_chart, resourcepatch as acp_resourcepatch
 from .controllers import disruption
-from .controllers import cronjobs, daemonsets, deployments, jobs, replicasets
+from .controllers import cronjobs, daemonsets, deployments, jobs, replicasets, statefulsets
 from .descheduler import program as descheduler_program
 from . import kubevirt
 
@@ -16,9 +16,11 @@ COMPONENTS = [
     subresources.register,
     garbage_collector.register,
     namespace.register,
+    serviceaccounts.register,
     scheduler.register,
     kubelet.register,
     jobs.register, cronjobs.register, deployments.register, replicasets.register, daemonsets.register,
+    statefulsets.register,
     acp_chart.register,
     acp_resourcepatch.register,
     disruption.register,

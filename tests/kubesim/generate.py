@@ -22,8 +22,8 @@ def objects(spec: dict[str, Any]) -> list[dict]:
     namespaces = [prefix] if namespace_count == 1 else [f"{prefix}-{i:03d}" for i in range(namespace_count)]
     result: list[dict] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces]
     nodes = [f"worker-{i:04d}" for i in range(node_count)]
-    for name in nodes:
-        result.append(_node(name, spec))
+    for index, name in enumerate(nodes):
+        result.append(_node(name, index, spec))
     for i in range(vm_count):
         namespace = namespaces[i % len(namespaces)]
         node = nodes[rng.randrange(node_count)] if nodes else ""
@@ -34,7 +34,7 @@ def objects(spec: dict[str, Any]) -> list[dict]:
     return result
 
 
-def _node(name: str, spec: dict) -> dict:
+def _node(name: str, index: int, spec: dict) -> dict:
     cpu, memory = spec.get("nodeCpu", 64), spec.get("nodeMemoryGi", 256)
     capacity = {"cpu": str(cpu), "memory": f"{memory}Gi", "pods": "250"}
     return {"apiVersion": "v1", "kind": "Node",
@@ -43,7 +43,7 @@ def _node(name: str, spec: dict) -> dict:
             "spec": {},
             "status": {"capacity": capacity, "allocatable": capacity,
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                       "addresses": [{"type": "InternalIP", "address": "192.0.2.10"},
+                       "addresses": [{"type": "InternalIP", "address": f"172.16.{index // 250}.{index % 250 + 1}"},
                                      {"type": "Hostname", "address": name}],
                        "nodeInfo": {"kubeletVersion": "v1.35.0", "osImage": "kubesim", "kernelVersion": "6.1",
                                     "containerRuntimeVersion": "containerd://2.0"}}}

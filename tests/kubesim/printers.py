@@ -155,23 +155,56 @@ def pod_readiness_gates(obj: dict, _value: Any = None) -> str:
     return "<none>" if not gates else f"0/{len(gates)}"
 
 
-def event_last_seen(obj: dict, _value: Any = None) -> str:
-    return since(obj.get("lastTimestamp") or obj.get("eventTime") or _meta(obj).get("creationTimestamp"))
+def _event(obj: dict) -> dict:
+    """An Event in its core/v1 form: upstream prints the internal Event whichever API (core or events.k8s.io)
+    serves it."""
+    if obj.get("apiVersion") == "events.k8s.io/v1":
+        from .conversion import event_to_core   # conversion imports resources, which imports this module
+        return event_to_core(obj)
+    return obj
 
 
 def event_first_seen(obj: dict, _value: Any = None) -> str:
-    return since(obj.get("firstTimestamp") or obj.get("eventTime") or _meta(obj).get("creationTimestamp"))
+    event = _event(obj)
+    return since(event.get("firstTimestamp") or event.get("eventTime") or _meta(obj).get("creationTimestamp"))
+
+
+def event_last_seen(obj: dict, _value: Any = None) -> str:
+    event = _event(obj)
+    if event.get("series"):
+        return since(event["series"].get("lastObservedTime"))
+    return since(event.get("lastTimestamp")) if event.get("lastTimestamp") else event_first_seen(obj)
 
 
 def event_object(obj: dict, _value: Any = None) -> str:
-    involved = obj.get("involvedObject") or {}
-    return f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}"
+    involved = _event(obj).get("involvedObject") or {}
+    kind = str(involved.get("kind") or "").lower()
+    return f"{kind}/{involved['name']}" if involved.get("name") else kind
+
+
+def event_subobject(obj: dict, _value: Any = None) -> str:
+    return (_event(obj).get("involvedObject") or {}).get("fieldPath") or ""
 
 
 def event_source(obj: dict, _value: Any = None) -> str:
-    source = obj.get("source") or {}
-    text = source.get("component") or obj.get("reportingComponent") or ""
-    return f"{text}, {source['host']}" if source.get("host") else text
+    """formatEventSource: the source's component and host, else the reporting controller and instance."""
+    event = _event(obj)
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    return f"{component}, {instance}" if instance else component
+
+
+def event_message(obj: dict, _value: Any = None) -> str:
+    return str(_event(obj).get("message") or "").strip()
+
+
+def event_count(obj: dict, _value: Any = None) -> int:
+    """The series count, else the count; a singleton Event of the new API has none and counts 1."""
+    event = _event(obj)
+    if event.get("series"):
+        return int(event["series"].get("count") or 0)
+    return int(event.get("count") or 0) or 1
 
 
 def access_modes(obj: dict, _value: Any = None) -> str:
@@ -248,3 +281,55 @@ def pdb_max_unavailable(obj: dict, _value: Any = None) -> str:
 def binding_role(obj: dict, _value: Any = None) -> str:
     ref = obj.get("roleRef") or {}
     return f"{ref.get('kind')}/{ref.get('name')}"
+
+
+def selector_string(selector: dict | None) -> str:
+    """A metav1.LabelSelector as labels.Selector.String() prints it: requirements sorted by key, `k=v`,
+    `k in (a,b)`, `k notin (a,b)`, `k`, `!k` (values sorted); empty for a selector that selects everything."""
+    selector = selector or {}
+    parts = [(key, f"{key}={value}") for key, value in (selector.get("matchLabels") or {}).items()]
+    for expr in selector.get("matchExpressions") or []:
+        key, values = expr.get("key", ""), ",".join(sorted(expr.get("values") or []))
+        shown = {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
+                 "DoesNotExist": f"!{key}"}.get(expr.get("operator"))
+        if shown is not None:
+            parts.append((key, shown))
+    return ",".join(text for _key, text in sorted(parts))
+
+
+def pod_selector(obj: dict, _value: Any = None) -> str:
+    """NetworkPolicy Pod-Selector: metav1.FormatLabelSelector (`<none>` when it selects every Pod)."""
+    return selector_string((obj.get("spec") or {}).get("podSelector")) or "<none>"
+
+
+def ingress_class(obj: dict, _value: Any = None) -> str:
+    return (obj.get("spec") or {}).get("ingressClassName") or "<none>"
+
+
+def ingress_hosts(obj: dict, _value: Any = None) -> str:
+    """formatHosts: the rules' hosts, at most three then `+ N more...`; `*` when no rule names a host."""
+    hosts = [rule["host"] for rule in (obj.get("spec") or {}).get("rules") or [] if rule.get("host")]
+    if not hosts:
+        return "*"
+    text = ",".join(hosts[:3])
+    return text + (f" + {len(hosts) - 3} more..." if len(hosts) > 3 else "")
+
+
+def ingress_address(obj: dict, _value: Any = None) -> str:
+    """ingressLoadBalancerStatusStringer: each load balancer entry's IP, else its hostname, sorted and distinct.
+    The server prints with `Wide` (its table convertor always does), so the text is never cut."""
+    ingress = ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    return ",".join(sorted({entry.get("ip") or entry.get("hostname") for entry in ingress
+                            if entry.get("ip") or entry.get("hostname")}))
+
+
+def ingress_ports(obj: dict, _value: Any = None) -> str:
+    return "80, 443" if (obj.get("spec") or {}).get("tls") else "80"
+
+
+def ingress_class_parameters(obj: dict, _value: Any = None) -> str:
+    params = (obj.get("spec") or {}).get("parameters")
+    if not params:
+        return "<none>"
+    kind = params.get("kind", "") + (f".{params['apiGroup']}" if params.get("apiGroup") else "")
+    return f"{kind}/{params.get('name', '')}"

@@ -1,19 +1,26 @@
-"""Authentication by bearer token and RBAC authorization, for scenarios that turn them on (`rbac: true`).
+"""Authentication as the apiserver's union authenticator does it, and RBAC authorization for scenarios that
+turn it on (`rbac: true`).
 
-Upstream: `plugin/pkg/auth/authorizer/rbac` (rule matching, `RuleAllows`, binding subjects), the
-apiserver's `ForbiddenStatusError` (the 403 message) and `bootstrappolicy` (what every authenticated user may
-read: `system:discovery`, `system:public-info-viewer`, `system:basic-user`).
+Upstream: `k8s.io/apiserver/pkg/authentication` (x509 `CommonNameUserConversion`, the bearer token
+authenticator, `AuthenticatedGroupAdder`, the anonymous authenticator behind `union.NewFailOnError`),
+`plugin/pkg/auth/authorizer/rbac` (rule matching, `RuleAllows`, binding subjects), the privileged group
+`system:masters`, the apiserver's `ForbiddenStatusError` (the 403 message) and `bootstrappolicy` (what every
+authenticated user may read: `system:discovery`, `system:public-info-viewer`, `system:basic-user`).
 
-- A request without a token, or with the kubeconfig's admin token, is `kubernetes-admin` and allowed, as
-  before (kubectl over plain HTTP sends no token).
-- A scenario user's token (`users: [{name, token, groups}]`) is that user, with groups `groups` plus
-  `system:authenticated`; `system:serviceaccount:<ns>:<name>` users are also in `system:serviceaccounts` and
-  `system:serviceaccounts:<ns>` and match ServiceAccount subjects. Any other token is 401 Unauthorized.
-- Resource requests are allowed when a ClusterRoleBinding (cluster-wide) or a RoleBinding in the request's
-  namespace binds the user, one of its groups or its service account to a (Cluster)Role with a rule whose
-  apiGroups, resources (`pods`, `pods/eviction`, `*`, `*/status`), verbs and resourceNames match.
+- Who asks, first match wins: a client certificate verified against the run's CA is the user of its CN, in the
+  groups of its Os; a bearer token is its user (the kubeconfig's admin token: `kubernetes-admin` in
+  `system:masters`; a scenario user's token: that user in its `groups`); any other bearer token is 401
+  `Unauthorized` (never anonymous); no credentials at all is `system:anonymous` in `system:unauthenticated`.
+  Authenticated users are also in `system:authenticated`; `system:serviceaccount:<ns>:<name>` users are also in
+  `system:serviceaccounts` and `system:serviceaccounts:<ns>` and match ServiceAccount subjects.
+- Without RBAC every authenticated or anonymous request is allowed (`AlwaysAllow`). With RBAC, `system:masters`
+  is allowed everything; resource requests are allowed when a ClusterRoleBinding (cluster-wide) or a
+  RoleBinding in the request's namespace binds the user, one of its groups or its service account to a
+  (Cluster)Role with a rule whose apiGroups, resources (`pods`, `pods/eviction`, `*`, `*/status`), verbs and
+  resourceNames match.
 - Non-resource requests (`/version`, `/api`, `/apis/...`, `/openapi/...`, `/healthz`) are allowed for every
-  authenticated user, as the bootstrap discovery roles allow them.
+  authenticated user, as the bootstrap discovery roles allow them; anonymous requests only get `/version` and
+  the health paths (`system:public-info-viewer`).
 
 Simplified: no aggregated ClusterRoles (`aggregationRule`), no `nonResourceURLs` rules for other paths, no
 impersonation, no escalation checks on writing RBAC objects, and a `resourceNames` rule never matches create
@@ -27,7 +34,14 @@ from dataclasses import dataclass, field
 from .errors import ApiError
 
 ADMIN = "kubernetes-admin"
+MASTERS = "system:masters"          # upstream's privileged group: every request is allowed
+ANONYMOUS = "system:anonymous"
+UNAUTHENTICATED = "system:unauthenticated"
+AUTHENTICATED = "system:authenticated"
+# what `system:public-info-viewer` lets everyone, anonymous too, read
+PUBLIC_INFO_PATHS = frozenset(("/healthz", "/livez", "/readyz", "/version"))
 RBAC_GROUP = "rbac.authorization.k8s.io"
+USER_KEYS = frozenset(("name", "token", "groups", "certificate"))
 
 
 @dataclass(frozen=True)
@@ -37,7 +51,9 @@ class User:
 
     @property
     def all_groups(self) -> tuple[str, ...]:
-        groups = list(self.groups) + ["system:authenticated"]
+        if self.name == ANONYMOUS or UNAUTHENTICATED in self.groups:
+            return self.groups      # AuthenticatedGroupAdder leaves the anonymous user alone
+        groups = list(self.groups) + [AUTHENTICATED]
         parts = self.name.split(":")
         if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
             groups += ["system:serviceaccounts", f"system:serviceaccounts:{parts[2]}"]
@@ -123,41 +139,58 @@ def _subject_matches(subject: dict, user: User, binding_namespace: str) -> bool:
     return False
 
 
+ANONYMOUS_USER = User(ANONYMOUS, (UNAUTHENTICATED,))
+ADMIN_USER = User(ADMIN, (MASTERS,))
+
+
+def check_user(entry: dict) -> None:
+    """A scenario or run-time user: `{name, token, groups, certificate}`, with a token or a certificate."""
+    if not isinstance(entry, dict) or set(entry) - USER_KEYS or not entry.get("name") or \
+            not (entry.get("token") or entry.get("certificate")):
+        shown = sorted(entry) if isinstance(entry, dict) else entry
+        raise ValueError(f"needs name and token or certificate: true (and optional groups), got {shown}")
+
+
 class Authorizer:
-    """Tokens and the decision; the (Cluster)Roles and bindings are read from the cluster at each request."""
+    """Who asks (tokens, verified client certificates) and the decision; the (Cluster)Roles and bindings are
+    read from the cluster at each request."""
 
     def __init__(self, enabled: bool = False, users: list[dict] | None = None, admin_token: str = ""):
         self.enabled = enabled
-        self.admin_token = admin_token
-        self.tokens: dict[str, User] = {}
+        self.tokens: dict[str, User] = {admin_token: ADMIN_USER} if admin_token else {}
         for entry in users or []:
             self.add_user(entry)
 
     def add_user(self, entry: dict) -> User:
-        unknown = set(entry) - {"name", "token", "groups"}
-        if unknown or not entry.get("name") or not entry.get("token"):
-            raise ValueError(f"a user needs name and token (and optional groups), got {sorted(entry)}")
+        """A user; its token, if it has one, authenticates it from now on (a certificate needs no registration:
+        the CA's signature is the proof)."""
+        check_user(entry)
         user = User(str(entry["name"]), tuple(entry.get("groups") or ()))
-        self.tokens[str(entry["token"])] = user
+        if entry.get("token"):
+            self.tokens[str(entry["token"])] = user
         return user
 
-    def authenticate(self, authorization: str) -> User | None:
-        """The user of an `Authorization` header; None is the admin (no token, or the admin token)."""
-        token = authorization[7:].strip() if authorization.lower().startswith("bearer ") else ""
-        if not token or token == self.admin_token:
-            return None
-        if token in self.tokens:
-            return self.tokens[token]
-        if self.enabled:
+    def authenticate(self, authorization: str, certificate: User | None = None) -> User:
+        """The user of a request: its verified client certificate's, else its bearer token's (an unknown token
+        is 401, never anonymous), else `system:anonymous`."""
+        if certificate is not None:
+            return certificate
+        scheme, token = authorization.strip().partition(" ")[::2]
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            return ANONYMOUS_USER
+        user = self.tokens.get(token)
+        if user is None:
             raise unauthorized()
-        return None
+        return user
 
-    def authorize(self, cluster, user: User | None, attrs: Attributes) -> None:
+    def authorize(self, cluster, user: User, attrs: Attributes) -> None:
         """Raise 403 unless the user may do what `attrs` asks in `cluster`."""
-        if not self.enabled or user is None:
+        if not self.enabled or MASTERS in user.all_groups:
             return
         if not attrs.resource_request:
-            if attrs.verb == "get":
+            public = (attrs.path.rstrip("/") or "/") in PUBLIC_INFO_PATHS
+            if attrs.verb == "get" and (public or AUTHENTICATED in user.all_groups):
                 return
             raise forbidden(user, attrs)
         missing: list[str] = []

@@ -35,6 +35,9 @@ class ResourceType:
     categories: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ALL_VERBS
     generation: bool = True     # metadata.generation bumps on spec changes
+    storage: str = ""           # the store key of another kind's storage this one is served from (conversion.py)
+    storage_version: str = ""   # that storage's apiVersion, the form objects are stored in
+    scale: tuple[str, str, str] | None = None   # a custom kind's /scale: spec and status replicas, selector paths
 
     @property
     def singular(self) -> str:
@@ -50,8 +53,13 @@ class ResourceType:
 
     @property
     def key(self) -> str:
-        """Unique key of the resource: `pods`, `virtualmachineinstances.kubevirt.io`."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
+        """Store key of the resource: `pods`, `virtualmachineinstances.kubevirt.io`; a kind served from another's
+        storage (events.k8s.io Event) has that one's key, so both read and watch the same objects."""
+        return self.storage or (f"{self.plural}.{self.group}" if self.group else self.plural)
+
+    @property
+    def storage_api_version(self) -> str:
+        return self.storage_version or self.api_version
 
     @property
     def supported_fields(self) -> frozenset[str]:
@@ -72,6 +80,15 @@ def _rt(group, version, kind, plural, **kw) -> ResourceType:
 
 
 _NAME = Column("Name", format="name", render=printers.name)
+
+# One printer for both Event APIs, as upstream prints the internal Event (printers.py reads either form).
+_EVENT_COLUMNS = (
+    Column("Last Seen", render=printers.event_last_seen), Column("Type", path=".type"),
+    Column("Reason", path=".reason"), Column("Object", render=printers.event_object),
+    Column("Subobject", priority=1, render=printers.event_subobject),
+    Column("Source", priority=1, render=printers.event_source), Column("Message", render=printers.event_message),
+    Column("First Seen", priority=1, render=printers.event_first_seen),
+    Column("Count", priority=1, render=printers.event_count), Column("Name", priority=1, render=printers.name))
 
 CORE = [
     _rt("", "v1", "Namespace", "namespaces", namespaced=False, short_names=("ns",),
@@ -106,13 +123,14 @@ CORE = [
         field_selectors=("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                          "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
                          "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"),
-        columns=(Column("Last Seen", render=printers.event_last_seen), Column("Type", path=".type"),
-                 Column("Reason", path=".reason"), Column("Object", render=printers.event_object),
-                 Column("Subobject", priority=1, path=".involvedObject.fieldPath"),
-                 Column("Source", priority=1, render=printers.event_source),
-                 Column("Message", path=".message"),
-                 Column("First Seen", priority=1, render=printers.event_first_seen),
-                 Column("Count", priority=1, path=".count"), Column("Name", priority=1, render=printers.name))),
+        columns=_EVENT_COLUMNS),
+    # Served from the core Events' storage (conversion.py), as upstream's events REST is the core one.
+    _rt("events.k8s.io", "v1", "Event", "events", short_names=("ev",), generation=False, storage="events",
+        storage_version="v1",
+        field_selectors=("regarding.kind", "regarding.namespace", "regarding.name", "regarding.uid",
+                         "regarding.apiVersion", "regarding.resourceVersion", "regarding.fieldPath", "reason",
+                         "reportingController", "source", "type"),
+        columns=_EVENT_COLUMNS),
     _rt("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", short_names=("pvc",),
         subresources=("status",),
         columns=(_NAME, Column("Status", path=".status.phase"), Column("Volume", path=".spec.volumeName"),
@@ -208,6 +226,18 @@ COORDINATION = [
         columns=(_NAME, Column("Holder", path=".spec.holderIdentity"), _age())),
 ]
 
+NETWORKING = [
+    _rt("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies", short_names=("netpol",),
+        columns=(_NAME, Column("Pod-Selector", render=printers.pod_selector), _age())),
+    _rt("networking.k8s.io", "v1", "Ingress", "ingresses", short_names=("ing",), subresources=("status",),
+        columns=(_NAME, Column("Class", render=printers.ingress_class), Column("Hosts", render=printers.ingress_hosts),
+                 Column("Address", render=printers.ingress_address), Column("Ports", render=printers.ingress_ports),
+                 _age())),
+    _rt("networking.k8s.io", "v1", "IngressClass", "ingressclasses", namespaced=False,
+        columns=(_NAME, Column("Controller", path=".spec.controller"),
+                 Column("Parameters", render=printers.ingress_class_parameters), _age())),
+]
+
 RBAC = [
     _rt("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", namespaced=False, generation=False,
         columns=(_NAME, Column("Created At", render=printers.created_at))),
@@ -226,6 +256,9 @@ def _custom(group, version, kind, plural, columns=(), **kw) -> ResourceType:
         cols += (_age(),)
     return _rt(group, version, kind, plural, builtin=False, columns=cols, **kw)
 
+
+# The scale subresource of KubeVirt's replica set and pool CRDs (virt-operator components/crds.go).
+_REPLICAS_SCALE = (".spec.replicas", ".status.replicas", ".status.labelSelector")
 
 KUBEVIRT = [
     _custom("kubevirt.io", "v1", "KubeVirt", "kubevirts", short_names=("kv", "kvs"), subresources=("status",),
@@ -249,10 +282,11 @@ KUBEVIRT = [
             columns=(Column("Phase", path=".status.phase"), Column("VMI", path=".spec.vmiName"))),
     _custom("kubevirt.io", "v1", "VirtualMachineInstanceReplicaSet", "virtualmachineinstancereplicasets",
             short_names=("vmirs", "vmirss"), subresources=("status", "scale"), categories=("all",),
+            scale=_REPLICAS_SCALE,
             columns=(Column("Desired", path=".spec.replicas"), Column("Current", path=".status.replicas"),
                      Column("Ready", path=".status.readyReplicas"), _age())),
     _custom("pool.kubevirt.io", "v1alpha1", "VirtualMachinePool", "virtualmachinepools", short_names=("vmpool",),
-            subresources=("status", "scale"), categories=("all",),
+            subresources=("status", "scale"), categories=("all",), scale=_REPLICAS_SCALE,
             columns=(Column("Desired", path=".spec.replicas"), Column("Current", path=".status.replicas"),
                      Column("Ready", path=".status.readyReplicas"), _age())),
 ]
@@ -282,10 +316,12 @@ OPENSHIFT = [
 
 BUNDLES: dict[str, list[ResourceType]] = {
     "core": CORE, "apps": APPS, "batch": BATCH, "policy": POLICY, "scheduling": SCHEDULING,
-    "storage": STORAGE, "coordination": COORDINATION, "rbac": RBAC, "kubevirt": KUBEVIRT, "hco": HCO,
+    "storage": STORAGE, "coordination": COORDINATION, "networking": NETWORKING, "rbac": RBAC, "kubevirt": KUBEVIRT,
+    "hco": HCO,
     "acp-workload": ACP_WORKLOAD, "acp-global": ACP_GLOBAL, "openshift": OPENSHIFT,
 }
-KUBERNETES_BUNDLES = ("core", "apps", "batch", "policy", "scheduling", "storage", "coordination", "rbac")
+KUBERNETES_BUNDLES = ("core", "apps", "batch", "policy", "scheduling", "storage", "coordination", "networking",
+                      "rbac")
 DEFAULT_BUNDLES = {
     "workload": KUBERNETES_BUNDLES + ("kubevirt", "hco", "acp-workload"),
     "global": KUBERNETES_BUNDLES + ("acp-global",),
@@ -308,7 +344,9 @@ class Registry:
         self.types = list(types)
         self._by_path = {(t.group, t.version, t.plural): t for t in self.types}
         self._by_kind = {(t.group, t.version, t.kind): t for t in self.types}
-        self._by_key = {t.key: t for t in self.types}
+        self._by_key: dict[str, ResourceType] = {}
+        for t in self.types:
+            self._by_key.setdefault(t.key, t)   # a storage's own kind, not the kinds served from it
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._by_path.get((group, version, plural))

@@ -12,6 +12,7 @@ from . import generate
 from .api import Cluster
 from .clock import Clock
 from .errors import ApiError
+from .rbac import check_user
 from .resources import DEFAULT_BUNDLES, KUBERNETES_BUNDLES, Registry, resolve_bundles
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
@@ -119,16 +120,17 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Scenario:
 
 
 def _users(path: str, users: Any) -> list[dict]:
-    """`users: [{name, token, groups}]`: the bearer tokens the simulator knows (see rbac.py)."""
+    """`users: [{name, token, groups, certificate}]`: the users the simulator knows, by bearer token or by a client
+    certificate made for the run (see rbac.py)."""
     if users in (None, []):
         return []
     if not isinstance(users, list):
-        raise ScenarioError(f"scenario {path}: users must be a list of {{name, token, groups}}")
+        raise ScenarioError(f"scenario {path}: users must be a list of {{name, token, groups, certificate}}")
     for index, user in enumerate(users):
-        if not isinstance(user, dict) or not user.get("name") or not user.get("token") or \
-                set(user) - {"name", "token", "groups"}:
-            raise ScenarioError(f"scenario {path}: users[{index}]: needs name and token (and optional groups), "
-                                f"got {user!r}")
+        try:
+            check_user(user)
+        except ValueError as exc:
+            raise ScenarioError(f"scenario {path}: users[{index}]: {exc}") from None
     return [dict(user) for user in users]
 
 
@@ -149,7 +151,7 @@ def populate(cluster: Cluster, spec: dict) -> None:
     objects += list(spec.get("objects") or [])
     if spec.get("generate"):
         objects += generate.objects(spec["generate"])
-    for index, obj in enumerate(objects):
+    for index, obj in _population_order(objects):
         where = f"clusters.{cluster.name}.objects[{index}]"
         if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
             raise ScenarioError(f"{where}: every object needs apiVersion and kind")
@@ -168,6 +170,15 @@ def populate(cluster: Cluster, spec: dict) -> None:
             raise ScenarioError(f"{where} ({obj['kind']} {meta.get('name')}): {exc.message}") from None
     for entry in spec.get("logs") or []:
         cluster.append_log(entry["namespace"], entry["pod"], entry.get("container", ""), entry.get("lines", []))
+
+
+def _population_order(objects: list) -> list[tuple[int, Any]]:
+    """(index, object) in creation order: Namespaces, then ServiceAccounts, then the rest as listed, so that
+    the ServiceAccount admission finds a Pod's account whatever the list order (and `extends` appends)."""
+    def rank(obj: Any) -> int:
+        kind = obj.get("kind") if isinstance(obj, dict) and obj.get("apiVersion") == "v1" else None
+        return {"Namespace": 0, "ServiceAccount": 1}.get(kind, 2)
+    return sorted(enumerate(objects), key=lambda item: rank(item[1]))
 
 
 def _resolve_owner_uids(cluster: Cluster, meta: dict, where: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import queue
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -17,13 +18,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
-from . import discovery, errors, kubeconfig, openapi, tables
+from . import conversion, discovery, errors, kubeconfig, openapi
+from . import listoptions, negotiation, watchlist
 from .api import PATCH_TYPES, Cluster, RequestContext
 from .errors import ApiError
 from .faults import Faults
-from .rbac import Attributes, Authorizer
+from .rbac import Attributes, Authorizer, User
 from .resources import ResourceType
-from .store import BOOKMARK, DELETED, ERROR, encode
+from .store import ERROR, encode
+from .tls import identity
 
 JSON = "application/json"
 
@@ -55,12 +58,16 @@ class Route:
 
 
 class KubeSimServer(ThreadingHTTPServer):
+    """The API port: HTTPS with `tls` (the TLS handshake runs in the connection's thread, so a slow or broken
+    client never holds up the accept loop), plain HTTP without."""
     daemon_threads = True
     allow_reuse_address = True
+    handshake_timeout = 10.0
 
     def __init__(self, address, clusters: dict[str, Cluster], version: dict, faults: Faults | None = None,
                  default_cluster: str = "workload", info: dict | None = None, managers: dict | None = None,
-                 verbose: bool = False, authorizer: Authorizer | None = None):
+                 verbose: bool = False, authorizer: Authorizer | None = None, tls: ssl.SSLContext | None = None):
+        self.tls = tls
         self.clusters = clusters
         self.authorizer = authorizer or Authorizer(admin_token=kubeconfig.TOKEN)
         self.version = version
@@ -70,13 +77,44 @@ class KubeSimServer(ThreadingHTTPServer):
         self.managers = managers or {}
         self.verbose = verbose
         self.stopping = threading.Event()
-        self.bookmark_interval = 5.0
+        self.bookmark_interval = watchlist.BOOKMARK_FREQUENCY   # seconds between periodic bookmarks (tests: less)
         super().__init__(address, Handler)
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
+
+    def get_request(self):
+        sock, address = super().get_request()
+        if self.tls is not None:
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
+    def finish_request(self, request, client_address) -> None:
+        if self.tls is not None and not self._handshake(request, client_address):
+            return
+        super().finish_request(request, client_address)
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that goes away mid-request (a broken pipe, a TLS EOF) is no error of the server's; nothing
+        is printed for it (an unread stderr pipe would fill up with such tracebacks)."""
+        if isinstance(sys.exc_info()[1], OSError) and not self.verbose:
+            return
+        super().handle_error(request, client_address)
+
+    def _handshake(self, sock: ssl.SSLSocket, client_address) -> bool:
+        """In the connection's thread: a client that does not trust the CA, or offers a certificate the CA did
+        not sign, ends here (its side reports the TLS error)."""
+        sock.settimeout(self.handshake_timeout)
+        try:
+            sock.do_handshake()
+        except OSError as exc:          # ssl.SSLError, a reset, the timeout
+            if self.verbose:
+                sys.stderr.write(f"kubesim: TLS handshake with {client_address[0]} failed: {exc}\n")
+            return False
+        sock.settimeout(None)
+        return True
 
     def cluster_url(self, name: str) -> str:
         return self.url if name == self.default_cluster else f"{self.url}/clusters/{name}"
@@ -162,7 +200,7 @@ class Handler(BaseHTTPRequestHandler):
             self._kube(cluster, method, path, query, body)
         except ApiError as err:
             self._send_error(err)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):     # the client went away (over TLS: SSLEOFError)
             self.close_connection = True
         except Exception as exc:  # keep serving; report as the API server would
             import traceback
@@ -203,9 +241,12 @@ class Handler(BaseHTTPRequestHandler):
         self._resource(cluster, method, route, verb, query, body)
 
     def _authorize(self, cluster: Cluster, route: Route | None, verb: str, path: str, query: dict) -> None:
-        """Authentication, then RBAC (both only where the scenario turns RBAC on; see rbac.py)."""
+        """Authentication (client certificate, bearer token, anonymous), then RBAC where the scenario turns it on
+        (see rbac.py). The user is kept for the request's admission hooks (`_user`)."""
         authorizer = self.server.authorizer
-        user = authorizer.authenticate(self.headers.get("Authorization") or "")
+        self._authenticated = None      # a 401 must not leave the user of the connection's previous request
+        user = authorizer.authenticate(self.headers.get("Authorization") or "", self._certificate_user())
+        self._authenticated = user
         if route is None:
             attrs = Attributes(verb=verb, path=path)
         else:
@@ -284,17 +325,26 @@ class Handler(BaseHTTPRequestHandler):
             unsupported = f'Unsupported value: {shown}: supported values: "All"'
             raise errors.invalid(None, options_kind, "", [("dryRun", unsupported)], group="meta.k8s.io")
         return RequestContext(dry_run=bool(dry_run), field_manager=query.get("fieldManager"),
+                              default_field_manager=self._user_agent_manager(),
                               field_validation=query.get("fieldValidation"), user=self._user())
 
+    def _user_agent_manager(self) -> str:
+        """The field manager of a write without fieldManager, as the apiserver's prefixFromUserAgent: the
+        User-Agent up to its first `/`, printable characters only, at most 128."""
+        product = (self.headers.get("User-Agent") or "").split("/")[0]
+        return "".join(char for char in product if char.isprintable())[:128]
+
+    def _certificate_user(self) -> User | None:
+        """The user of the connection's client certificate (the handshake verified it against the run's CA)."""
+        if not isinstance(self.connection, ssl.SSLSocket):
+            return None
+        found = identity(self.connection.getpeercert())
+        return User(found.user, found.groups) if found else None
+
     def _user(self) -> str:
-        """Who asks: the kubeconfig's token is the cluster admin; other tokens are named by a prefix."""
-        auth = self.headers.get("Authorization") or ""
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        if not token:
-            return "system:anonymous"
-        if token in self.server.authorizer.tokens:
-            return self.server.authorizer.tokens[token].name
-        return "kubernetes-admin" if token == kubeconfig.TOKEN else f"token:{token[:8]}"
+        """Who asks, as `_authorize` authenticated the request."""
+        user = getattr(self, "_authenticated", None)
+        return user.name if user is not None else "system:anonymous"
 
     def _decode(self, body: bytes, content_type: str) -> Any:
         content_type = (content_type or JSON).split(";")[0].strip().lower()
@@ -312,10 +362,9 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             raise errors.bad_request(f"the body of the request could not be decoded: {exc}") from None
 
-    def _wants_table(self) -> bool:
-        accept = self.headers.get("Accept") or ""
-        first = accept.split(",")[0]
-        return "as=Table" in first
+    def _target(self) -> negotiation.Target:
+        """What the Accept header asks the answer to be (406 when the server can offer none of it)."""
+        return negotiation.negotiate(self.headers.get("Accept") or "")
 
     def _resource(self, cluster: Cluster, method: str, route: Route, verb: str, query: dict, body: bytes) -> None:
         rt, ns, name, sub = route.rt, route.namespace, route.name, route.sub
@@ -330,6 +379,14 @@ class Handler(BaseHTTPRequestHandler):
             ctx = self._context(query, "CreateOptions")
             result = handler(cluster, ns, name, self._decode(body, content_type) or {}, ctx)
             self._send_json(201, result, ctx.warnings)
+            return
+        if sub == "scale" and handler and method in ("GET", "PUT", "PATCH"):
+            ctx = self._context(query, {"GET": "GetOptions", "PUT": "UpdateOptions"}.get(method, "PatchOptions"))
+            patch_type = PATCH_TYPES.get(content_type.split(";")[0].strip().lower()) if method == "PATCH" else None
+            if method == "PATCH" and patch_type is None:
+                raise errors.unsupported_media_type(content_type, list(PATCH_TYPES))
+            payload = self._decode(body, "application/yaml" if patch_type == "apply" else JSON) if body else None
+            self._send_json(200, handler(cluster, rt, ns, name, verb, payload, patch_type, ctx), ctx.warnings)
             return
         if sub and sub != "status" and not handler:
             raise errors.method_not_allowed()
@@ -368,6 +425,7 @@ class Handler(BaseHTTPRequestHandler):
             ctx = self._context(query, "DeleteOptions", options.get("dryRun") or [])
             items = cluster.delete_collection(rt, ns, query.get("labelSelector"), query.get("fieldSelector"),
                                               options, ctx)
+            items = [conversion.served(rt, item) for item in items]
             self._send_json(200, {"kind": rt.list_kind, "apiVersion": rt.api_version,
                                   "metadata": {"resourceVersion": str(cluster.store.rv)}, "items": items},
                             ctx.warnings)
@@ -399,77 +457,66 @@ class Handler(BaseHTTPRequestHandler):
         return options
 
     def _object(self, code: int, obj: dict, rt: ResourceType, query: dict, warnings: list[str]) -> None:
-        if self._wants_table() and obj.get("kind") == rt.kind:
-            doc = tables.table(rt, [obj], {"resourceVersion": obj["metadata"].get("resourceVersion", "")},
-                               query.get("includeObject", "Metadata"))
-            self._send_json(code, doc, warnings)
-        else:
-            self._send_json(code, obj, warnings)
+        obj = conversion.served(rt, obj)   # stored form -> the requested version's (events.k8s.io Event)
+        target = self._target()
+        if target.kind and obj.get("kind") == rt.kind:
+            obj = watchlist.object_answer(rt, obj, target, query.get("includeObject", "Metadata"))
+        self._send_json(code, obj, warnings)
 
     def _list(self, cluster: Cluster, route: Route, query: dict) -> None:
         rt = route.rt
-        limit = int(query["limit"]) if query.get("limit") else None
-        result = cluster.list(rt, route.namespace, query.get("labelSelector"), query.get("fieldSelector"),
-                              limit, query.get("continue"))
+        target = self._target()   # as ListResource: the output media type first, then the options
+        options = listoptions.ListOptions.from_query(query, watch=False)
+        result = cluster.list(rt, route.namespace, options.label_selector, options.field_selector, options.limit,
+                              options.continue_token, options.resource_version, options.resource_version_match)
         metadata: dict[str, Any] = {"resourceVersion": str(result.resource_version)}
         if result.continue_token:
             metadata["continue"] = result.continue_token
             metadata["remainingItemCount"] = result.remaining
-        if self._wants_table():
-            doc = tables.table(rt, (e.obj for e in result.items), metadata, query.get("includeObject", "Metadata"))
-            self._send_json(200, doc)
-            return
-        head = encode({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": metadata})[:-1]
-        payload = head + b',"items":[' + b",".join(e.raw for e in result.items) + b"]}"
-        self._send(200, payload)
+        self._send(200, watchlist.list_answer(rt, result.items, metadata, target,
+                                              query.get("includeObject", "Metadata")))
 
     # ------------------------------------------------------------------------------------- watch
     def _watch(self, cluster: Cluster, route: Route, query: dict) -> None:
+        """A watch stream (watch.go serveWatch): the options' errors and a 406 answer before the stream starts;
+        errors of the watch itself (too old, too large) come as one ERROR event; `timeoutSeconds` ends the stream
+        cleanly; with allowWatchBookmarks, a BOOKMARK every `bookmark_interval` and 2 s before the timeout."""
         rt = route.rt
-        table = self._wants_table()
-        include = query.get("includeObject", "Metadata")
-        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else None
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        events = watchlist.EventEncoder(rt, self._target(), query.get("includeObject", "Metadata"))
+        options = listoptions.ListOptions.from_query(query, watch=True)
         self.send_response(200)
         self.send_header("Content-Type", JSON)
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
         try:
-            watcher = cluster.watch(rt, route.namespace, query.get("labelSelector"), query.get("fieldSelector"),
-                                    query.get("resourceVersion"))
+            watcher = cluster.watch(rt, route.namespace, options.label_selector, options.field_selector,
+                                    options.resource_version, options.send_initial_events,
+                                    options.allow_watch_bookmarks)
         except ApiError as err:
             self._chunk(encode({"type": ERROR, "object": err.status()}) + b"\n")
             self._chunk(b"")
             return
-        deadline = time.monotonic() + timeout if timeout else None
-        first_table = True
-        last_bookmark = time.monotonic()
+        now = time.monotonic()
+        deadline = now + options.timeout_seconds if options.timeout_seconds else None
+        interval = self.server.bookmark_interval
+        due = watchlist.next_bookmark(now, deadline, interval) if options.allow_watch_bookmarks else None
         try:
             while not self.server.stopping.is_set():
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     break
-                wait = min(0.5, deadline - now) if deadline is not None else 0.5
+                if due is not None and now >= due:
+                    cluster.store.bookmark(watcher)   # queued behind the events already sent to this watcher
+                    due = watchlist.next_bookmark(now, deadline, interval)
+                wake = min(t for t in (now + 0.5, deadline, due) if t is not None)
                 try:
-                    event = watcher.events.get(timeout=max(wait, 0.01))
+                    event = watcher.events.get(timeout=max(wake - now, 0.01))
                 except queue.Empty:
-                    if bookmarks and time.monotonic() - last_bookmark >= self.server.bookmark_interval:
-                        last_bookmark = time.monotonic()
-                        mark = {"kind": rt.kind, "apiVersion": rt.api_version,
-                                "metadata": {"resourceVersion": str(cluster.store.rv)}}
-                        self._chunk(encode({"type": BOOKMARK, "object": mark}) + b"\n")
                     continue
                 if event is None:
                     break
-                obj: Any = event.obj
-                if table:
-                    obj = tables.table(rt, [event.obj], {"resourceVersion": str(event.rv)}, include,
-                                       with_columns=first_table)
-                    first_table = False
-                elif event.type == DELETED or event.obj["metadata"].get("resourceVersion") != str(event.rv):
-                    obj = dict(event.obj, metadata=dict(event.obj["metadata"], resourceVersion=str(event.rv)))
-                self._chunk(encode({"type": event.type, "object": obj}) + b"\n")
+                self._chunk(events.encode(event))
             self._chunk(b"")
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
@@ -520,6 +567,9 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send_json(200, {"faults": faults.rules()})
         elif topic == "users" and method == "POST":
+            if data.get("certificate"):
+                raise errors.bad_request("certificates are made at start for the scenario's users; "
+                                         "a user added at run time authenticates with its token")
             try:
                 user = server.authorizer.add_user(data)
             except ValueError as exc:

@@ -5,14 +5,17 @@ Stored objects are never mutated in place: every write stores a new dict, so rea
 and the JSON encoding of each object is cached until it changes."""
 from __future__ import annotations
 
+import bisect
 import json
 import queue
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"   # the annotation of the bookmark ending a watch's initial events
 
 
 def encode(obj: dict) -> bytes:
@@ -50,11 +53,14 @@ class Watcher:
     matches: Callable[[dict], bool]
     events: "queue.Queue[Event | None]" = field(default_factory=queue.Queue)
     closed: bool = False
+    after_rv: int = 0   # as the cache watcher: events at or before the watch's starting point are not sent
 
     def offer(self, event: Event) -> None:
         """Deliver an event as this watcher sees it: an object entering the selection is ADDED, one
         leaving it is DELETED."""
         if event.key != self.key or (self.namespace and event.namespace != self.namespace):
+            return
+        if event.rv <= self.after_rv:
             return
         now = self.matches(event.obj)
         before = event.old is not None and self.matches(event.old)
@@ -97,6 +103,45 @@ class Store:
             names = by_ns.get(ns, {})
             result.extend((ns, name, names[name]) for name in sorted(names))
         return result
+
+    def sorted_entries_at(self, key: str, namespace: str | None, rv: int) -> list[tuple[str, str, Entry]]:
+        """sorted_entries as they were at resourceVersion rv (a consistent snapshot, as etcd reads at a revision):
+        the current rows with the changes after rv undone from the event history. Raises LookupError when rv is
+        older than the history. Nothing changed since rv (the usual case of a paginated list) costs nothing extra."""
+        with self.lock:
+            rows = self.sorted_entries(key, namespace)
+            if rv >= self.rv:
+                return rows
+            if rv < self.compacted_rv:
+                raise LookupError(rv)
+            before = self._state_before(key, namespace, rv)
+        if not before:
+            return rows
+        kept = [row for row in rows if (row[0], row[1]) not in before]
+        for (ns, name), obj in before.items():
+            if obj is not None:
+                bisect.insort(kept, (ns, name, Entry(obj)), key=lambda row: (row[0], row[1]))
+        return kept
+
+    def _state_before(self, key: str, namespace: str | None, rv: int) -> dict[tuple[str, str], dict | None]:
+        """{(namespace, name): the object at rv, None if absent} for the objects of `key` changed after rv: walking
+        the history back, the earliest change after rv holds the object as it was at rv in `old`."""
+        before: dict[tuple[str, str], dict | None] = {}
+        for event in reversed(self._history):
+            if event.rv <= rv:
+                break
+            if event.key == key and (namespace is None or event.namespace == namespace):
+                before[(event.namespace, event.obj["metadata"]["name"])] = event.old
+        return before
+
+    def wait_until_fresh(self, rv: int, timeout: float) -> bool:
+        """Wait up to timeout seconds until the store has reached rv (the watch cache's waitUntilFreshAndBlock)."""
+        deadline = time.monotonic() + timeout
+        while self.rv < rv:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def count(self, key: str) -> int:
         return sum(len(v) for v in self._objects.get(key, {}).values())
@@ -167,25 +212,47 @@ class Store:
         self._listeners.append(listener)
 
     def watch(self, key: str, namespace: str | None, matches: Callable[[dict], bool],
-              since_rv: int | None) -> Watcher:
-        """Start a watch. since_rv None means 'from now, with the current objects as ADDED events'. Raises
-        LookupError when since_rv is older than the compacted history."""
+              since_rv: int | None, initial_events: bool | None = None, end_bookmark: bool = False) -> Watcher:
+        """Start a watch, with no gap and no duplicate between what it replays and the live events:
+        - initial_events (or since_rv None, the legacy default): the current objects as ADDED events, then, with
+          end_bookmark, a BOOKMARK at the current resourceVersion marked as the end of the initial events;
+        - initial_events False without since_rv: from now;
+        - since_rv: the history after it (LookupError when it is older than the history), or, when it is newer
+          than the store, the events after it."""
         with self.lock:
             watcher = Watcher(key, namespace, matches)
-            if since_rv is None:
+            if initial_events or (since_rv is None and initial_events is None):
                 for entry in self.entries(key, namespace):
                     if matches(entry.obj):
                         meta = entry.obj["metadata"]
                         watcher.events.put(Event(int(meta["resourceVersion"]), key, meta.get("namespace", ""),
                                                  ADDED, entry.obj))
+                if end_bookmark:
+                    watcher.events.put(self._bookmark(key, {INITIAL_EVENTS_END: "true"}))
+                watcher.after_rv = self.rv
+            elif since_rv is None:
+                watcher.after_rv = self.rv
             else:
                 if since_rv < self.compacted_rv:
                     raise LookupError(since_rv)
                 for event in self._history:
                     if event.rv > since_rv:
                         watcher.offer(event)
+                watcher.after_rv = since_rv
             self._watchers.append(watcher)
             return watcher
+
+    def bookmark(self, watcher: Watcher) -> None:
+        """Queue a BOOKMARK at the current resourceVersion behind the events the watcher was already given."""
+        with self.lock:
+            if self.rv >= watcher.after_rv and not watcher.closed:
+                watcher.events.put(self._bookmark(watcher.key, {}))
+
+    def _bookmark(self, key: str, annotations: dict[str, str]) -> Event:
+        meta: dict = {"resourceVersion": str(self.rv)}
+        if annotations:
+            meta["annotations"] = annotations
+        return Event(self.rv, key, "", BOOKMARK, {"metadata": meta})
 
     def stop_watch(self, watcher: Watcher) -> None:
         with self.lock:

@@ -3,9 +3,7 @@ under per-user names, with one permission taken out, and the checks that a modul
 from __future__ import annotations
 
 import copy
-import json
 import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -23,11 +21,9 @@ def manifests(module: str) -> list:
 
 
 def api(sim, method: str, path: str, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(sim.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    """A request as the admin; a 404 on DELETE is None, other failures an AssertionError with the Status."""
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
+        return sim.request_json(method, path, body)
     except urllib.error.HTTPError as error:
         if method == "DELETE" and error.code == 404:
             return None
@@ -37,8 +33,9 @@ def api(sim, method: str, path: str, body=None):
 GRANTED: dict = {}
 
 
-def grant(sim, user: str, docs: list) -> None:
-    """Create the roles of `docs` under per-user names and bind them to `user`, replacing every earlier grant."""
+def grant(sim, user: str, docs: list, subject_kind: str = "User") -> None:
+    """Create the roles of `docs` under per-user names and bind them to `user` (or to the Group `user` with
+    `subject_kind="Group"`), replacing every earlier grant."""
     for path in GRANTED.pop(user, []):
         api(sim, "DELETE", path)
     for doc in docs:
@@ -54,7 +51,7 @@ def grant(sim, user: str, docs: list) -> None:
         api(sim, "POST", "{0}/{1}".format(scope, plural), doc)
         binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind + "Binding",
                    "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
-                   "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+                   "subjects": [{"kind": subject_kind, "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name}}
         api(sim, "POST", "{0}/{1}".format(scope, binding_plural), binding)
         GRANTED.setdefault(user, []).append("{0}/{1}/{2}".format(scope, binding_plural, name))

@@ -1,40 +1,69 @@
 """The simulator as a separate process (`tests/kubesim/kubesim serve`), as users and CI run it: its URL,
-kubeconfig, admin endpoint and a kubectl runner, and the setup blocks the integration tests share."""
+kubeconfig, CA, admin endpoint, raw HTTPS requests and a kubectl runner, and the setup blocks the integration
+tests share."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "tests" / "kubesim" / "kubesim"
+# The simulator's admin bearer token (tests/kubesim/kubeconfig.py TOKEN): `kubernetes-admin` in `system:masters`.
+ADMIN_TOKEN = "kubesim-admin-token"
 
 
 @dataclass
 class KubeSim:
-    """A running simulator: its URL, kubeconfig, admin calls and a kubectl runner."""
+    """A running simulator: its URL, kubeconfig, CA file (None over plain HTTP), raw requests, admin calls and a
+    kubectl runner."""
     url: str
     kubeconfig: str
     home: Path
     process: subprocess.Popen
     env: dict = field(default_factory=dict)
+    ca_file: str | None = None
+
+    # --------------------------------------------------------------------------------- raw requests
+    @cached_property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """Verifies the simulator's serving certificate against the run's CA."""
+        return ssl.create_default_context(cafile=self.ca_file) if self.ca_file else None
+
+    def request(self, method: str, path: str, data: bytes | None = None, headers: dict | None = None,
+                token: str | None = ADMIN_TOKEN, timeout: float = 30):
+        """`urlopen` of `path` on the simulator (an open response; HTTPError for 4xx/5xx), as the admin, or with
+        another bearer `token` (None: anonymous)."""
+        headers = {"Content-Type": "application/json", **(headers or {})}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        return urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context)
+
+    def request_json(self, method: str, path: str, body=None, **options):
+        """`request` with a JSON body, answering the decoded JSON."""
+        data = json.dumps(body).encode() if body is not None else None
+        with self.request(method, path, data, **options) as response:
+            return json.loads(response.read())
 
     # ------------------------------------------------------------------------------------ admin API
     def admin(self, method: str, path: str, body: dict | None = None) -> dict:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(f"{self.url}/_kubesim/{path.lstrip('/')}", data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
+        return self.request_json(method, f"/_kubesim/{path.lstrip('/')}", body)
+
+    def info(self) -> dict:
+        """Scenario, URLs and the paths of the kubeconfig and of the PEM files (`credentials`)."""
+        return self.admin("GET", "info")
 
     def counters(self, cluster: str = "workload") -> dict:
         return self.admin("GET", f"counters?cluster={cluster}")[cluster]["requests"]
@@ -75,12 +104,13 @@ class KubeSim:
         return json.loads(self.kubectl(*args, "-o", "json", context=context).stdout)
 
 
-def start_kubesim(scenario: str, workdir: Path) -> KubeSim:
+def start_kubesim(scenario: str, workdir: Path, plain_http: bool = False) -> KubeSim:
     workdir.mkdir(parents=True, exist_ok=True)
     kubeconfig = workdir / "kubeconfig"
     home = workdir / "home"
     home.mkdir(exist_ok=True)
-    process = subprocess.Popen([str(LAUNCHER), "serve", "--scenario", scenario, "--kubeconfig", str(kubeconfig)],
+    command = [str(LAUNCHER), "serve", "--scenario", scenario, "--kubeconfig", str(kubeconfig)]
+    process = subprocess.Popen(command + (["--plain-http"] if plain_http else []),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "KUBESIM_PYTHON": sys.executable})
     line = process.stdout.readline().strip()
@@ -89,7 +119,10 @@ def start_kubesim(scenario: str, workdir: Path) -> KubeSim:
         raise RuntimeError(f"kubesim did not start: {line!r}\n{process.stderr.read()}")
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home), "KUBECACHEDIR": str(workdir / "cache")}
     env.pop("KUBECTL_EXTERNAL_DIFF", None)
-    return KubeSim(url=line.split(" ", 1)[1], kubeconfig=str(kubeconfig), home=home, process=process, env=env)
+    url = line.split(" ", 1)[1]
+    # the CA is written next to the kubeconfig (tests/kubesim/README.md, "Running it")
+    ca_file = str(workdir / "ca.crt") if url.startswith("https://") else None
+    return KubeSim(url=url, kubeconfig=str(kubeconfig), home=home, process=process, env=env, ca_file=ca_file)
 
 
 def stop_kubesim(sim: KubeSim) -> None:
@@ -107,10 +140,11 @@ def suspend_descheduler(sim: KubeSim) -> None:
 
 
 @contextmanager
-def running_kubesim(scenario: str, workdir: Path, suspend: bool = False, settle: bool = False) -> Iterator[KubeSim]:
+def running_kubesim(scenario: str, workdir: Path, suspend: bool = False, settle: bool = False,
+                    plain_http: bool = False) -> Iterator[KubeSim]:
     """A simulator for `scenario` in `workdir`, stopped on exit; `suspend` suspends its descheduler CronJob, then
-    `settle` waits until its controllers are idle."""
-    sim = start_kubesim(scenario, workdir)
+    `settle` waits until its controllers are idle; `plain_http` serves HTTP instead of HTTPS."""
+    sim = start_kubesim(scenario, workdir, plain_http)
     try:
         if suspend:
             suspend_descheduler(sim)
@@ -124,10 +158,8 @@ def running_kubesim(scenario: str, workdir: Path, suspend: bool = False, settle:
 def evict(sim: KubeSim, namespace: str, pod: str) -> None:
     """POST an Eviction for a virt-launcher Pod as the admin; KubeVirt answers 429 and live-migrates the VM instead."""
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": namespace}}
-    request = urllib.request.Request("{0}/api/v1/namespaces/{1}/pods/{2}/eviction".format(sim.url, namespace, pod),
-                                     data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"})
     try:
-        urllib.request.urlopen(request, timeout=30).close()
+        sim.request("POST", "/api/v1/namespaces/{0}/pods/{1}/eviction".format(namespace, pod), json.dumps(body).encode()).close()
     except urllib.error.HTTPError as error:
         assert error.code == 429, error.read()
 

@@ -11,7 +11,9 @@ messages. Event `ScalingReplicaSet` "Scaled up replica set <rs> to <n> from <m>"
 
 Upstream: pkg/controller/deployment. Simplified: a rollout (RollingUpdate or Recreate) scales the new
 ReplicaSet up and the old ones down in one step instead of respecting maxSurge/maxUnavailable batches; a
-paused Deployment is not rolled out (only its status is kept); no progress deadline
+paused Deployment is not rolled out but still scaled (one active ReplicaSet) and reports Progressing
+`Unknown` `DeploymentPaused` "Deployment is paused" (`DeploymentResumed` "Deployment is resumed" when
+resumed, until the rollout's own reason replaces it); no progress deadline
 (ProgressDeadlineExceeded), no rollback subresource, no adoption of orphan ReplicaSets, no `scale`
 subresource."""
 from __future__ import annotations
@@ -21,7 +23,8 @@ import math
 
 from .. import events
 from ..errors import ApiError
-from .workloads import OwnerController, owned, owner_reference, set_condition, template_hash, write_status
+from .workloads import (OwnerController, condition, owned, owner_reference, set_condition, template_hash,
+                        write_status)
 
 COMPONENT = "deployment-controller"
 _KEY = "deployments.apps"
@@ -30,6 +33,8 @@ _REVISION = "deployment.kubernetes.io/revision"
 _DESIRED = "deployment.kubernetes.io/desired-replicas"
 _MAX = "deployment.kubernetes.io/max-replicas"
 _HASH = "pod-template-hash"
+_PAUSED = ("DeploymentPaused", "Deployment is paused")
+_RESUMED = ("DeploymentResumed", "Deployment is resumed")
 
 
 def _int_or_percent(value, total: int, round_up: bool) -> int:
@@ -89,7 +94,10 @@ class DeploymentController(OwnerController):
         new_rs = next((rs for rs in replica_sets
                        if _without_hash((rs.get("spec") or {}).get("template")) == template), None)
         created = False
-        if not spec.get("paused"):
+        self._sync_paused_condition(deployment)
+        if spec.get("paused"):
+            self._scale_paused(deployment, new_rs, replica_sets)
+        else:
             if new_rs is None:
                 new_rs = self._create_replica_set(deployment, replica_sets)
                 created = new_rs is not None
@@ -100,6 +108,33 @@ class DeploymentController(OwnerController):
                 self._scale_all(deployment, new_rs, replica_sets)
                 self._cleanup(deployment, new_rs)
         self._sync_status(namespace, name, new_rs, created)
+
+    # ----------------------------------------------------------------------------------- paused
+    def _sync_paused_condition(self, deployment: dict) -> None:
+        """Progressing Unknown `DeploymentPaused` when paused, `DeploymentResumed` once resumed, written before
+        the sync as upstream checkPausedConditions does (a resumed rollout then overwrites it)."""
+        status = deployment.get("status") or {}
+        progressing = condition(status.get("conditions") or [], "Progressing") or {}
+        was_paused = progressing.get("reason") == _PAUSED[0]
+        paused = bool((deployment.get("spec") or {}).get("paused"))
+        if paused == was_paused:
+            return
+        reason, message = _PAUSED if paused else _RESUMED
+        conditions = set_condition(status.get("conditions"), "Progressing", "Unknown", reason, message,
+                                   update_time=True)
+        write_status(self.cluster, self.cluster.registry.by_key(_KEY), deployment, {**status, "conditions": conditions})
+
+    def _scale_paused(self, deployment: dict, new_rs: dict | None, replica_sets: list[dict]) -> None:
+        """A paused Deployment still scales: with one active ReplicaSet (or none), the current or newest one
+        gets spec.replicas (upstream sync/scale with FindActiveOrLatest); nothing is rolled out."""
+        active = [rs for rs in replica_sets if int((rs.get("spec") or {}).get("replicas", 1)) > 0]
+        if len(active) > 1:
+            return
+        target = new_rs or (active[0] if active else max(replica_sets, key=_revision, default=None))
+        if target is not None:
+            replicas = int((deployment.get("spec") or {}).get("replicas", 1))
+            surge, _unavailable = surge_and_unavailable(deployment)
+            self._scale(deployment, target, replicas, replicas, replicas + surge)
 
     # ---------------------------------------------------------------------------------- rollout
     def _create_replica_set(self, deployment: dict, existing: list[dict]) -> dict | None:
@@ -248,7 +283,7 @@ class DeploymentController(OwnerController):
         else:
             conditions = set_condition(conditions, "Available", "False", "MinimumReplicasUnavailable",
                                        "Deployment does not have minimum availability.", update_time=True)
-        if new_rs is not None:
+        if new_rs is not None and not spec.get("paused"):   # a paused Deployment keeps DeploymentPaused
             rs_name = new_rs["metadata"]["name"]
             complete = (counts["updatedReplicas"] == wanted and counts["replicas"] == wanted
                         and counts["availableReplicas"] == wanted)

@@ -1,10 +1,12 @@
-"""What the kubelets of the simulated nodes do to Pods: start a bound Pod (Running, Ready), hand it to the
+"""What the kubelets of the simulated nodes do to Pods: start a bound Pod (Running, Ready, `hostIP`/`hostIPs`
+from its node's addresses as upstream kubelet_pods.go reports them), hand it to the
 program that runs in it (`cluster.programs`, e.g. the descheduler), let a batch Pod nobody claims finish
 successfully after `kubesim.io/run-seconds` (default 1) simulated seconds, and finish a graceful deletion
 when its grace period (scaled by the scenario's timeScale) is over."""
 from __future__ import annotations
 
 import copy
+import ipaddress
 
 from ..api import now_iso
 from ..errors import ApiError
@@ -17,7 +19,7 @@ class Kubelet(Controller):
 
     def __init__(self, cluster):
         super().__init__(cluster)
-        self._terminating: set[tuple[str, str, str]] = set()
+        self._terminating: dict[tuple[str, str, str], int] = {}   # Pods being deleted -> their grace period
         self._pod_ips = 0
 
     def on_event(self, event: Event) -> None:
@@ -38,8 +40,13 @@ class Kubelet(Controller):
         started = copy.deepcopy(pod)
         now = now_iso()
         status = started.setdefault("status", {})
+        host_ips = self._host_ips(started["spec"]["nodeName"])
+        if host_ips:
+            status.update(hostIP=host_ips[0], hostIPs=[{"ip": ip} for ip in host_ips])
+        if host_ips and started["spec"].get("hostNetwork"):   # a host-network Pod has the node's addresses
+            status.update(podIP=host_ips[0], podIPs=[{"ip": ip} for ip in host_ips])
         status.update({
-            "phase": "Running", "startTime": now, "hostIP": "192.0.2.1",
+            "phase": "Running", "startTime": now,
             "podIP": status.get("podIP") or f"10.244.{(self._pod_ips // 250) % 250}.{self._pod_ips % 250 + 2}",
             "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
                            for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady",
@@ -48,6 +55,7 @@ class Kubelet(Controller):
                                    "imageID": "", "restartCount": 0, "state": {"running": {"startedAt": now}}}
                                   for c in (started.get("spec") or {}).get("containers") or []],
         })
+        status.setdefault("podIPs", [{"ip": status["podIP"]}])
         try:
             running = self.cluster.update(rt, pod["metadata"]["namespace"], pod["metadata"]["name"], started,
                                           subresource="status")
@@ -61,17 +69,36 @@ class Kubelet(Controller):
             self.manager.after_simulated(seconds, lambda: finish_pod(self.cluster, meta["namespace"], meta["name"],
                                                                      0, uid=meta["uid"]))
 
+    def _host_ips(self, node_name: str) -> list[str]:
+        """The node's InternalIPs, then ExternalIPs: the first, and the first of the other IP family (upstream
+        GetNodeHostIPs); none when the node reports no address, and then the Pod gets no hostIP."""
+        node = self.cluster.store.get("nodes", "", node_name)
+        addresses = ((node.obj.get("status") or {}).get("addresses") or []) if node else []
+        ips = []
+        for kind in ("InternalIP", "ExternalIP"):
+            for address in addresses:
+                if address.get("type") == kind:
+                    try:
+                        ips.append(ipaddress.ip_address(address.get("address", "")))
+                    except ValueError:
+                        continue
+        if not ips:
+            return []
+        other_family = next((ip for ip in ips if ip.version != ips[0].version), None)
+        return [str(ips[0])] + ([str(other_family)] if other_family else [])
+
     def _schedule_removal(self, pod: dict) -> None:
         meta = pod["metadata"]
         ident = (meta["namespace"], meta["name"], meta["uid"])
-        if ident in self._terminating:
-            return
-        self._terminating.add(ident)
         grace = meta.get("deletionGracePeriodSeconds", 0)
+        if ident in self._terminating and self._terminating[ident] <= grace:
+            return
+        # A first deletion, or a shorter grace period (a second delete): the containers get that long from now.
+        self._terminating[ident] = grace
         self.manager.after_simulated(grace, lambda: self._remove(ident))
 
     def _remove(self, ident: tuple[str, str, str]) -> None:
-        self._terminating.discard(ident)
+        self._terminating.pop(ident, None)
         namespace, name, uid = ident
         rt = self.cluster.registry.by_key("pods")
         try:

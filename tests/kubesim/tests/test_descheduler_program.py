@@ -19,6 +19,8 @@ def running():
     for register in COMPONENTS:
         register(cluster, manager)
     manager.start()
+    add(cluster, "serviceaccounts", "descheduler", {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                    "metadata": {"name": "descheduler"}})   # its Pods name it
     node(cluster, "worker-a")
     node(cluster, "worker-b")
     for index in range(6):

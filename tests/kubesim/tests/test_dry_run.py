@@ -163,11 +163,13 @@ def test_dry_run_patch_of_every_type(cluster, patch_type, patch):
     cms = rt(cluster, "configmaps")
     stored = cluster.create(cms, "ops", cm("p", k="1"))
     unchanged = Unchanged(cluster)
-    answer = cluster.patch(cms, "ops", "p", patch_type, patch, RequestContext(dry_run=True, field_manager="me"))
+    force = patch_type == "apply"   # data.k belongs to the creator: an apply changing it must force (or conflict)
+    answer = cluster.patch(cms, "ops", "p", patch_type, patch, RequestContext(dry_run=True, field_manager="me"),
+                           force=force)
     assert answer["data"]["k"] == "2"
     assert answer["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
     unchanged.check()
-    real = cluster.patch(cms, "ops", "p", patch_type, patch, RequestContext(field_manager="me"))
+    real = cluster.patch(cms, "ops", "p", patch_type, patch, RequestContext(field_manager="me"), force=force)
     assert without(answer, "resourceVersion") == without(real, "resourceVersion")
 
 

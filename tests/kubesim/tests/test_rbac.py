@@ -1,13 +1,10 @@
 """RBAC for bearer tokens (`rbac: true`): rule matching as upstream, the 403 message shape, subresources and
-verbs, RoleBinding scope, ServiceAccount and Group subjects, 401 for unknown tokens, and requests without a
-token staying admin. Runs the HTTP server in-process."""
-import json
-import urllib.error
-import urllib.request
-
+verbs, RoleBinding scope, ServiceAccount and Group subjects, 401 for unknown tokens, and requests without
+credentials being `system:anonymous`. Runs the HTTPS server in-process."""
 import pytest
 import yaml
 
+from https_client import call
 from kubesim import kubeconfig
 from kubesim.rbac import Attributes, User, forbidden, rule_allows
 from kubesim.simulator import Simulator
@@ -26,22 +23,8 @@ def sim(tmp_path_factory):
     simulator.stop()
 
 
-def call(sim, method, path, token=None, body=None, content_type="application/json"):
-    headers = {"Content-Type": content_type}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(sim.url + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read() or b"null") if "json" in (
-                response.headers.get("Content-Type") or "") else response.read().decode()
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
-
-
 def admin(sim, method, path, body=None):
-    status, doc = call(sim, method, path, body=body)
+    status, doc = call(sim, method, path, token=kubeconfig.TOKEN, body=body)
     assert status in (200, 201), doc
     return doc
 
@@ -92,9 +75,11 @@ def granted(sim):
     return sim
 
 
-def test_requests_without_a_token_or_with_the_admin_token_stay_admin(granted):
-    assert call(granted, "GET", "/api/v1/secrets")[0] == 200
+def test_the_admin_token_is_admin_and_no_credentials_is_anonymous(granted):
     assert call(granted, "GET", "/api/v1/secrets", token=kubeconfig.TOKEN)[0] == 200
+    status, doc = call(granted, "GET", "/api/v1/secrets")
+    assert (status, doc["message"]) == (403, 'secrets is forbidden: User "system:anonymous" cannot list resource "secrets" '
+                                             'in API group "" at the cluster scope')
 
 
 def test_an_unknown_token_is_unauthorized(granted):
@@ -219,9 +204,12 @@ def test_rule_matching_table():
     assert err.code == 403 and err.message == 'forbidden: User "u" cannot get path "/logs"'
 
 
-def test_without_rbac_any_token_is_accepted(tmp_path):
+def test_without_rbac_everyone_is_allowed_but_an_unknown_token_is_still_unauthorized(tmp_path):
     simulator = Simulator("api-basics").start()
     try:
-        assert call(simulator, "GET", "/api/v1/secrets", token="whatever")[0] == 200
+        assert call(simulator, "GET", "/api/v1/secrets")[0] == 200
+        assert call(simulator, "GET", "/api/v1/secrets", token=kubeconfig.TOKEN)[0] == 200
+        status, doc = call(simulator, "GET", "/api/v1/secrets", token="whatever")
+        assert (status, doc["reason"], doc["message"]) == (401, "Unauthorized", "Unauthorized")
     finally:
         simulator.stop()

@@ -86,7 +86,8 @@ def test_status_subresource_separates_spec_and_status(cluster):
     cluster.patch(nodes, None, "n1", "merge", {"status": {"capacity": {"cpu": "4"}}}, subresource="status")
     cluster.patch(nodes, None, "n1", "merge", {"status": {"capacity": {"cpu": "99"}}, "spec": {"podCIDR": "x"}})
     node = cluster.get(nodes, None, "n1")
-    assert node["status"] == {"capacity": {"cpu": "4"}} and node["spec"]["podCIDR"] == "x"
+    # SetDefaults_NodeStatus: a status without allocatable gets the capacity as allocatable
+    assert node["status"] == {"capacity": {"cpu": "4"}, "allocatable": {"cpu": "4"}} and node["spec"]["podCIDR"] == "x"
 
 
 def test_generate_name_and_name_validation(cluster):

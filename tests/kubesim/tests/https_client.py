@@ -1,0 +1,56 @@
+"""Requests to a Simulator running in this process, as a client of its HTTPS API: JSON in and out over TLS verified
+against the run's CA, with an optional bearer token, client certificate or User-Agent; and kubectl with a kubeconfig
+written for the run."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from kubesim.simulator import Simulator
+
+
+@contextmanager
+def started(scenario: str, workdir: Path | None = None) -> Iterator[Simulator]:
+    """The Simulator of `scenario`, started; with `workdir`, a kubeconfig for it there (`kubeconfig_path`)."""
+    simulator = Simulator(scenario).start()
+    try:
+        if workdir is not None:
+            simulator.kubeconfig_path = str(workdir / "kubeconfig")
+            simulator.write_kubeconfig(simulator.kubeconfig_path)
+        yield simulator
+    finally:
+        simulator.stop()
+
+
+def call(sim, method: str, path: str, body: Any = None, content_type: str = "application/json", *,
+         token: str | None = None, pair=None, user_agent: str | None = None, context=None) -> tuple[int, Any]:
+    """The status and body (JSON parsed, other types as text) of one request; `pair` is a client certificate of
+    the run, `context` an SSL context that replaces the run's."""
+    headers = {"Content-Type": content_type, **({"Authorization": f"Bearer {token}"} if token else {}),
+               **({"User-Agent": user_agent} if user_agent else {})}
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(sim.url + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context or sim.client_context(pair)) as response:
+            return response.status, _body(response)
+    except urllib.error.HTTPError as err:
+        return err.code, _body(err)
+
+
+def _body(response) -> Any:
+    raw = response.read()
+    return json.loads(raw or b"null") if "json" in (response.headers.get("Content-Type") or "") else raw.decode()
+
+
+def kubectl(sim, *args: str) -> str:
+    """kubectl's standard output with the run's kubeconfig (started with a workdir); fails the test on an error."""
+    result = subprocess.run(["kubectl", "--kubeconfig", sim.kubeconfig_path, *args], capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "KUBECACHEDIR": os.path.dirname(sim.kubeconfig_path)}, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
