@@ -288,8 +288,12 @@ plan:
   description:
     - What LowNodeUtilization would do with the policy now, by requests; see docs/modules/descheduler_policy.md.
     - C(nodes) (usage percent, category), C(evictions) (the Pods and VMs the first run would request to move, in order, with the
-      equally ranked alternatives), C(candidates) per overutilized node (removable or not and why), C(stop_reason), C(warnings)
-      (flapping, with the gap that avoids it).
+      equally ranked alternatives), C(candidates) per overutilized node (removable or not and why; C(node_fit) has the descheduler's
+      NodeFit error per node tried when nodeFit refused it), C(stop_reason), C(warnings) (flapping, with the gap that avoids it).
+    - C(profiles[].not_evaluated) lists, per field as C(Plugin.path), what the policy sets and the plan does not evaluate
+      (DefaultEvictor namespaceLabelSelector, minReplicas above 1, minPodAge, priorityThreshold.name, noEvictionPolicy Mandatory,
+      the PodsWithoutPDB and PodsWithResourceClaims protections, PodsWithPVC protectedStorageClasses; LowNodeUtilization
+      useDeviationThresholds and metricsUtilization).
   returned: state=present and plan=true
   type: dict
 error:

@@ -25,6 +25,10 @@ description:
     not failures; live migrations are requested at most I(max_parallel) at a time (by default KubeVirt's
     C(parallelOutboundMigrationsPerNode), never more than C(parallelMigrationsPerCluster)); each VM is then followed by watching VMIs,
     migrations, the node's Pods and PDBs, not evicted again on a timer. A Pod refused by a PDB is asked again when a PDB changes.
+    Any other 429 is asked again every 5 seconds until I(timeout), as C(kubectl drain) does. KubeVirt's webhook answers 429 when it
+    could not read or mark the VMI (C(kubevirt failed getting the vmi), C(kubevirt failed marking the vmi for eviction)) and for a
+    hotplug volume Pod while its VM still runs on the node (that Pod goes with the VM's launcher). Still refused at I(timeout), the
+    VM or Pod is C(timeout) with the last refusal and the module fails.
   - Every VM gets a result (C(migrated) with the migration and target node, C(restarted) with the new UID, C(replaced), C(deleted),
     C(blocked), C(failed) with the reason, C(timeout)). On failure or at I(timeout) the module fails with what moved, what is left, and the
     node still cordoned; running it again continues (a VM already marked for evacuation is waited for, not evicted again).

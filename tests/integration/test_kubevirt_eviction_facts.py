@@ -253,6 +253,9 @@ def test_check_mode_and_a_second_run_change_nothing(verdicts):
 
 
 # ------------------------------------------------------------------------------------------ request counts
+SUBRESOURCE_DISCOVERY = "get /apis/subresources.kubevirt.io/"
+
+
 def test_requests_do_not_depend_on_the_number_of_vmis(simulator, tmp_path):
     counts = {}
     for name, size in (("counts-small", 10), ("counts-large", 300)):
@@ -264,7 +267,11 @@ def test_requests_do_not_depend_on_the_number_of_vmis(simulator, tmp_path):
             assert len(result["vmis"]) == size and result["summary"]["verdicts"]["migrate"] == size
             assert result["served"]["ModuleInfo"] is False and result["served"]["KubeDescheduler"] is False
             runs.append(sim.counters())
-        assert runs[0] == runs[1], "a run with the discovery cache differs:\nfirst {0}\nsecond {1}".format(*runs)
+        # The kubernetes client's discovery reads a cached group version again whenever its resource list is empty
+        # (kubernetes/dynamic/discovery.py `if not rg.resources`), and virt-api's subresources.kubevirt.io lists only
+        # subresources (`virtualmachines/start`, ...), which leave it empty: a run from the cache reads those twice.
+        expected_second = dict(runs[0], **{key: count + 1 for key, count in runs[0].items() if key.startswith(SUBRESOURCE_DISCOVERY)})
+        assert runs[1] == expected_second, "a run with the discovery cache differs:\nfirst {0}\nsecond {1}".format(*runs)
         counts[name] = runs[0]
     small, large = counts["counts-small"], counts["counts-large"]
     assert small == large, "requests differ:\nsmall {0}\nlarge {1}".format(small, large)

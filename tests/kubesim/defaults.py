@@ -19,9 +19,11 @@ validation then refuses it); feature gates are as in v1.35 with their defaults; 
 resources defaulting; Service clusterIP/ipFamilies allocation is not done."""
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Callable
 
 from .normalize import decode, fold_service_account_alias
+from .quantity import parse
 
 
 # ------------------------------------------------------------------------------------ PodSpec and Container
@@ -116,17 +118,39 @@ def _pod(obj: dict) -> None:
         cs.setdefault("restartCount", 0)
 
 
-def qos_class(spec: dict) -> str:
-    containers = spec.get("containers") or []
-    requests = [c.get("resources", {}).get("requests") or {} for c in containers]
-    limits = [c.get("resources", {}).get("limits") or {} for c in containers]
-    if not any(requests) and not any(limits):
+def _resource_qos(resources: dict) -> str:
+    """resourceQOS: one set of requests and limits, cpu and memory only, a missing quantity being zero."""
+    requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+    if not requests and not limits:
         return "BestEffort"
-    guaranteed = all(lim.get("cpu") and lim.get("memory") and
-                     (not req or (req.get("cpu", lim["cpu"]) == lim["cpu"] and
-                                  req.get("memory", lim["memory"]) == lim["memory"]))
-                     for req, lim in zip(requests, limits))
-    return "Guaranteed" if guaranteed else "Burstable"
+    found = None
+    for name in ("cpu", "memory"):
+        try:
+            request, limit = parse(requests.get(name)), parse(limits.get(name))
+        except ValueError:
+            request = limit = Decimal(0)
+        if request != limit:
+            return "Burstable"
+        kind = "BestEffort" if request == 0 else "Guaranteed"
+        if found is not None and kind != found:
+            return "Burstable"
+        found = kind
+    return found
+
+
+def qos_class(spec: dict) -> str:
+    """ComputePodQOS (pkg/apis/core/v1/helper/qos): pod-level `resources` when set, else every init and app
+    container's class; any Burstable container, or BestEffort mixed with Guaranteed, makes the Pod Burstable.
+    Zero quantities count as unset, so `requests: {cpu: "0", memory: "0"}` is BestEffort."""
+    if spec.get("resources") is not None:
+        return _resource_qos(spec["resources"])
+    found = None
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        kind = _resource_qos(container.get("resources") or {})
+        if kind == "Burstable" or (found is not None and kind != found):
+            return "Burstable"
+        found = kind
+    return found or "BestEffort"
 
 
 def _namespace(obj: dict) -> None:

@@ -25,9 +25,16 @@ def _group(name: str, versions: list[str]) -> dict:
     return {"name": name, "versions": entries, "preferredVersion": entries[0]}
 
 
-def api_group_list(registry: Registry) -> dict:
-    return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(g, v) for g, v in registry.group_versions().items() if g]}
+def api_group_list(registry: Registry, aggregated: dict[str, list[str]] | None = None) -> dict:
+    """The served groups, then those of aggregated API servers (virt-api's subresources.kubevirt.io)."""
+    groups = [_group(g, v) for g, v in registry.group_versions().items() if g]
+    groups += [_group(g, list(v)) for g, v in (aggregated or {}).items()]
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+
+
+def aggregated_group(name: str, versions) -> dict:
+    """The APIGroup of a group served by an aggregated API server."""
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, list(versions))}
 
 
 def api_group(registry: Registry, group: str) -> dict | None:

@@ -6,7 +6,14 @@ dry runs (`?dryRun=All`) or only real requests, and then does one or more of: ad
 `latency` seconds, answer with an error `status` (500, 503, 429 with `retryAfter`, 409, ...), or `drop`
 the connection without an answer, or add a `warning` (a `Warning: 299` response header) to an otherwise
 normal answer. It fires for the next `count` matching requests, or with probability
-`rate` (deterministic per rule with `seed`), or always."""
+`rate` (deterministic per rule with `seed`), or always.
+
+A rule with `component` (one of COMPONENTS) matches instead the calls a simulated component makes to the API
+from inside the simulator, which never cross HTTP: `virt-api` is KubeVirt's eviction webhook reading Pods
+(`get pods`) and the VMI (`get virtualmachineinstances`) and marking it (`patch virtualmachineinstances`, a dry
+run when the Eviction is one, as upstream sends the patch with dryRun). Such a rule can only answer an error
+`status`: the component gets the ApiError a client would (`inject`). Rules without `component` never match
+these calls, so the HTTP rules of a test leave the webhook alone."""
 from __future__ import annotations
 
 import itertools
@@ -15,6 +22,8 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+from .errors import ApiError
 
 _REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
             410: "Expired", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
@@ -25,6 +34,7 @@ _MESSAGES = {429: "the server has received too many requests and has asked us to
              504: "the server was unable to return a response in the time allotted, but may still be processing "
                   "the request"}
 _FIELDS = ("cluster", "verb", "resource", "namespace", "name")
+COMPONENTS = ("virt-api",)
 
 
 @dataclass
@@ -35,6 +45,7 @@ class FaultRule:
     resource: str | None = None
     namespace: str | None = None
     name: str | None = None
+    component: str | None = None  # None: HTTP requests only; a name: only that component's internal calls
     dry_run: bool | None = None  # None: any request; True/False: only (not) server-side dry runs
     status: int | None = None
     reason: str | None = None
@@ -54,13 +65,15 @@ class FaultRule:
             want = getattr(self, name)
             if want not in (None, "", "*") and request.get(name) != want:
                 return False
+        if self.component != request.get("component"):
+            return False
         return self.dry_run is None or bool(request.get("dry_run")) == self.dry_run
 
     def as_dict(self) -> dict:
         data = {"id": self.id, "fired": self.fired}
         if self.dry_run is not None:
             data["dryRun"] = self.dry_run
-        shown = ("status", "reason", "message", "latency", "drop", "warning", "rate", "count", "seed")
+        shown = ("component", "status", "reason", "message", "latency", "drop", "warning", "rate", "count", "seed")
         for name in _FIELDS + shown:
             value = getattr(self, name)
             if value not in (None, False, 0.0) or name in ("status",) and value:
@@ -110,8 +123,8 @@ class Faults:
 
     # --------------------------------------------------------------------------------------- rules
     def add(self, spec: dict[str, Any]) -> FaultRule:
-        known = set(_FIELDS) | {"dryRun", "status", "reason", "message", "retryAfter", "latency", "drop", "warning", "rate",
-                                "count", "seed"}
+        known = set(_FIELDS) | {"component", "dryRun", "status", "reason", "message", "retryAfter", "latency", "drop",
+                                "warning", "rate", "count", "seed"}
         unknown = set(spec) - known
         if unknown:
             raise ValueError(f"unknown fault field(s) {sorted(unknown)}; known: {sorted(known)}")
@@ -130,8 +143,15 @@ class Faults:
             raise ValueError("latency must be a number of seconds >= 0")
         if spec.get("dryRun") is not None and not isinstance(spec["dryRun"], bool):
             raise ValueError("dryRun must be true (only server-side dry runs) or false (only real requests)")
+        component = spec.get("component")
+        if component is not None:
+            if component not in COMPONENTS:
+                raise ValueError(f"unknown component {component!r}; known: {list(COMPONENTS)}")
+            if not spec.get("status") or spec.get("latency") or spec.get("drop") or spec.get("warning"):
+                raise ValueError("a component fault answers an error status only (no latency, drop or warning)")
         with self._lock:
-            rule = FaultRule(id=next(self._ids), **{k: spec.get(k) for k in _FIELDS}, dry_run=spec.get("dryRun"),
+            rule = FaultRule(id=next(self._ids), **{k: spec.get(k) for k in _FIELDS}, component=component,
+                             dry_run=spec.get("dryRun"),
                              status=spec.get("status"), reason=spec.get("reason"), message=spec.get("message"),
                              retry_after=spec.get("retryAfter"), latency=float(spec.get("latency") or 0),
                              drop=bool(spec.get("drop")), warning=spec.get("warning"), rate=None if rate is None else float(rate),
@@ -177,5 +197,28 @@ class Faults:
                     action.retry_after = rule.retry_after
             if action is not None:
                 cluster = request.get("cluster", "")
-                self.faulted.setdefault(cluster, Counter())[f"{request.get('verb')} {request.get('resource')}"] += 1
+                key = f"{request.get('verb')} {request.get('resource')}"
+                if request.get("component"):
+                    key = f"{request['component']} {key}"
+                self.faulted.setdefault(cluster, Counter())[key] += 1
             return action
+
+    # ------------------------------------------------------------------------------ internal calls
+    def attach(self, *clusters) -> None:
+        """Let the clusters' components consult these rules for their internal calls (see `inject`)."""
+        for cluster in clusters:
+            cluster.faults = self
+
+
+def inject(cluster, component: str, verb: str, resource: str, namespace: str | None, name: str,
+           dry_run: bool = False) -> None:
+    """Before an internal call of `component`: raise the error a rule scoped to it answers, as the client
+    would see it (an ApiError with the rule's code, reason and message); nothing when no rule fires or no
+    Faults is attached to the cluster (in-process tests without one)."""
+    faults = getattr(cluster, "faults", None)
+    if faults is None:
+        return
+    action = faults.decide({"cluster": cluster.name, "component": component, "verb": verb, "resource": resource,
+                            "namespace": namespace, "name": name, "dry_run": dry_run})
+    if action is not None and action.status:
+        raise ApiError(action.status, action.reason or "InternalError", action.message or "")

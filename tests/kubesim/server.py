@@ -23,6 +23,7 @@ from . import listoptions, negotiation, watchlist
 from .api import PATCH_TYPES, Cluster, RequestContext
 from .errors import ApiError
 from .faults import Faults
+from .kubevirt import subresources as kubevirt_api
 from .rbac import Attributes, Authorizer, User
 from .resources import ResourceType
 from .store import ERROR, encode
@@ -49,8 +50,9 @@ def _list_name(verb: str, query: dict) -> str:
 class Route:
     """What a Kubernetes resource request addresses."""
 
-    def __init__(self, rt: ResourceType, namespace: str | None, name: str | None, sub: str):
+    def __init__(self, rt: ResourceType, namespace: str | None, name: str | None, sub: str, group: str | None = None):
         self.rt, self.namespace, self.name, self.sub = rt, namespace, name, sub
+        self.group = rt.group if group is None else group     # the API group of the path (RBAC asks about it)
 
     @property
     def resource(self) -> str:
@@ -250,7 +252,7 @@ class Handler(BaseHTTPRequestHandler):
         if route is None:
             attrs = Attributes(verb=verb, path=path)
         else:
-            attrs = Attributes(verb=verb, group=route.rt.group, resource=route.rt.plural, subresource=route.sub,
+            attrs = Attributes(verb=verb, group=route.group, resource=route.rt.plural, subresource=route.sub,
                                namespace=route.namespace or "", name=route.name or _list_name(verb, query))
         authorizer.authorize(cluster, user, attrs)
 
@@ -262,6 +264,8 @@ class Handler(BaseHTTPRequestHandler):
             group, version, rest = segs[1], segs[2], segs[3:]
         else:
             return None
+        if group == kubevirt_api.GROUP and kubevirt_api.served(cluster):
+            return self._kubevirt_route(cluster, version, rest)
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             candidate = cluster.registry.lookup(group, version, rest[2])
@@ -275,6 +279,14 @@ class Handler(BaseHTTPRequestHandler):
         if sub and sub not in rt.subresources:
             raise errors.page_not_found()
         return Route(rt, namespace, name, sub)
+
+    @staticmethod
+    def _kubevirt_route(cluster: Cluster, version: str, rest: list[str]) -> Route:
+        """virt-api's aggregated group: `namespaces/<ns>/<plural>/<name>/<sub>` of a kubevirt.io kind."""
+        rt = cluster.registry.lookup(kubevirt_api.TARGET_GROUP, "v1", rest[2]) if len(rest) == 5 else None
+        if version not in kubevirt_api.VERSIONS or rest[0] != "namespaces" or rt is None:
+            raise errors.page_not_found()
+        return Route(rt, rest[1], rest[3], rest[4], group=kubevirt_api.GROUP)
 
     @staticmethod
     def _verb(method: str, route: Route, query: dict) -> str:
@@ -296,13 +308,19 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/api":
             doc = discovery.api_versions(self.server.cluster_url(cluster.name).split("//", 1)[1])
         elif path == "/apis":
-            doc = discovery.api_group_list(registry)
+            aggregated = {kubevirt_api.GROUP: kubevirt_api.VERSIONS} if kubevirt_api.served(cluster) else None
+            doc = discovery.api_group_list(registry, aggregated)
         elif path.startswith("/api/"):
             doc = discovery.resource_list(registry, "", path.split("/")[2]) if path.count("/") == 2 else None
         elif path.startswith("/apis/"):
             parts = path.split("/")[2:]
-            doc = (discovery.api_group(registry, parts[0]) if len(parts) == 1 else
-                   discovery.resource_list(registry, parts[0], parts[1]) if len(parts) == 2 else None)
+            if parts[0] == kubevirt_api.GROUP and kubevirt_api.served(cluster):
+                doc = (discovery.aggregated_group(kubevirt_api.GROUP, kubevirt_api.VERSIONS) if len(parts) == 1 else
+                       kubevirt_api.resource_list(parts[1]) if len(parts) == 2 and parts[1] in kubevirt_api.VERSIONS
+                       else None)
+            else:
+                doc = (discovery.api_group(registry, parts[0]) if len(parts) == 1 else
+                       discovery.resource_list(registry, parts[0], parts[1]) if len(parts) == 2 else None)
         elif path == "/openapi/v3":
             doc = openapi.root(registry)
         elif path.startswith("/openapi/v3/"):
@@ -371,6 +389,9 @@ class Handler(BaseHTTPRequestHandler):
         content_type = self.headers.get("Content-Type") or JSON
         if rt.namespaced is False and ns:
             raise errors.page_not_found()
+        if route.group != rt.group:     # virt-api's subresources.kubevirt.io: answers with a code and no body
+            self._send(kubevirt_api.serve(cluster, rt.plural, sub, method, ns, name, body), b"")
+            return
         handler = cluster.subresources.get((rt.key, sub)) if sub else None
         if sub == "log" and handler and method == "GET":
             self._send(200, handler(cluster, ns, name, query).encode(), "text/plain")

@@ -34,6 +34,7 @@ class Simulator:
         for name, spec in self.scenario.clusters.items():
             scenarios.populate(self.clusters[name], spec or {})
         self.faults = Faults()
+        self.faults.attach(*self.clusters.values())   # rules with `component` reach the in-process calls
         info = {"scenario": self.scenario.name, "timeScale": self.clock.time_scale, "rbac": self.scenario.rbac}
         self.credentials, tls = None, None
         if not plain_http:

@@ -161,10 +161,11 @@ class WatchSet:
     def objects(self, name: str) -> List[dict]:
         return list(self.cache.get(name, {}).values())
 
-    def wait(self, predicate: Callable[["WatchSet"], bool]) -> bool:
+    def wait(self, predicate: Callable[["WatchSet"], bool], wake_every: Optional[float] = None) -> bool:
         """Apply events until `predicate(self)` is true (True) or the deadline passes (False). The predicate is
-        asked once at the start and after each batch of events that arrived together. A watch refused with 401 or
-        403 stops every stream and raises its ApiFailure."""
+        asked once at the start, after each batch of events that arrived together, and, with `wake_every`, after
+        that many seconds without events (for a caller that retries on a timer). A watch refused with 401 or 403
+        stops every stream and raises its ApiFailure."""
         if predicate(self):
             return True
         while True:
@@ -172,8 +173,12 @@ class WatchSet:
             if remaining <= 0:
                 return False
             try:
-                item = self._events.get(timeout=remaining)
+                item = self._events.get(timeout=min(remaining, wake_every) if wake_every else remaining)
             except queue.Empty:
+                if wake_every and self.remaining() > 0:
+                    if predicate(self):
+                        return True
+                    continue
                 return bool(predicate(self))
             self._apply(item)
             while True:

@@ -24,7 +24,8 @@ from typing import Any, Dict, Iterable, List, Optional
 LEVELS = {"I": "info", "W": "warning", "E": "error", "F": "fatal"}
 HEADER = re.compile(r"^(?P<level>[IWEF])(?P<month>\d{2})(?P<day>\d{2}) (?P<time>\d{2}:\d{2}:\d{2}\.\d{6})\s+"
                     r"(?P<thread>\d+) (?P<source>[^\s\]]+)\] ?(?P<rest>.*)$")
-KEY = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.\-/]*)=")
+# klog prints keys as they are: the profile's total line has the key `extension point`, so a key may hold single spaces
+KEY = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.\-/]*(?: [A-Za-z_][A-Za-z0-9_.\-/]*)*)=")
 ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
 
 EVICTION_ASSUMED = "Eviction in background assumed"

@@ -16,12 +16,18 @@ shared/reference/upstream-facts.md, descheduler v0.36):
 - DefaultEvictor: the evict annotation bypasses every filter; otherwise bare and mirror Pods, Pods with a
   deletionTimestamp or an eviction already in progress, the active protections (local storage, PVC,
   system-critical, DaemonSet), the label selector, the excluded namespaces, the priority threshold and
-  nodeFit (requests fit on another selected node that is schedulable, ready and untainted for the Pod).
+  nodeFit (`kube/node_fit.py`: another Ready node that the evictor's own `nodeSelector` selects matches the
+  Pod's node selector and required node affinity, has no NoSchedule/NoExecute taint the Pod does not
+  tolerate, room for every resource the Pod requests, is not cordoned and holds no Pod the Pod's required
+  anti-affinity excludes), judged on the Pods as they are before the run;
+- QoS class as the descheduler's GetPodQOS (`kube/qos.py`: cpu and memory only, zero counts as unset).
 
-Simplified: nodeFit checks requests, node selector, unschedulable and NoSchedule taints, not affinity;
-`namespaceLabelSelector`, `minReplicas`, `minPodAge`, `PodsWithoutPDB` and `PodsWithResourceClaims` are not
-evaluated (reported in `not_evaluated`); with equal sort keys the descheduler's order is not defined, so
-each planned eviction lists its equally ranked `alternatives`.
+Simplified: what the planner does not evaluate is listed per field in each profile's `not_evaluated`
+(`not_evaluated()`): DefaultEvictor `namespaceLabelSelector`, `minReplicas` above 1, `minPodAge`,
+`priorityThreshold.name`, `noEvictionPolicy: Mandatory`, the active `PodsWithoutPDB` and
+`PodsWithResourceClaims` protections and PodsWithPVC's `protectedStorageClasses` (every PVC protects here);
+LowNodeUtilization `useDeviationThresholds` and `metricsUtilization`. With equal sort keys the descheduler's
+order is not defined, so each planned eviction lists its equally ranked `alternatives`.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.descheduler import protections
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import annotations, labels, meta
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import NOT_FIT, is_ready, node_fit_error, node_usage
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.qos import pod_qos as qos_class
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import (
     DEFAULT_EVICTOR,
     LOW_NODE_UTILIZATION,
@@ -61,17 +69,10 @@ TOO_FEW_NODES = "The cluster size is 0 or 1 meaning eviction causes service disr
 
 
 # ------------------------------------------------------------------------------------------ nodes
-def node_ready(node: dict) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
-    return False
-
-
-def select_nodes(policy: dict, nodes: List[dict]) -> List[dict]:
-    """The Ready nodes the policy's nodeSelector selects (all Ready nodes without one)."""
-    requirements = parse_label_selector(policy.get("nodeSelector") or "")
-    return [n for n in nodes if node_ready(n) and matches_selector_string(requirements, labels(n))]
+def select_nodes(selector: Optional[str], nodes: List[dict]) -> List[dict]:
+    """nodeutil.ReadyNodes: the Ready nodes a label selector string selects (all Ready nodes without one)."""
+    requirements = parse_label_selector(selector or "")
+    return [n for n in nodes if is_ready(n) and matches_selector_string(requirements, labels(n))]
 
 
 def active_pods(pods: List[dict]) -> Dict[str, List[dict]]:
@@ -93,14 +94,6 @@ def allocatable(node: dict) -> Dict[str, int]:
     return result
 
 
-def used(pods: List[dict]) -> Dict[str, int]:
-    total: Dict[str, int] = {}
-    for pod in pods:
-        for resource, value in pod_requests(pod).items():
-            total[resource] = total.get(resource, 0) + value
-    return total
-
-
 def percentages(usage: Dict[str, int], capacity: Dict[str, int], resources: Sequence[str]) -> Dict[str, float]:
     return {r: (100.0 * usage.get(r, 0) / capacity[r]) if capacity.get(r) else 0.0 for r in resources}
 
@@ -114,23 +107,6 @@ def classify(percent: Dict[str, float], thresholds: Dict[str, float], targets: D
 
 
 # ------------------------------------------------------------------------------------------ pods
-def qos_class(pod: dict) -> str:
-    containers = ((pod.get("spec") or {}).get("containers") or []) + ((pod.get("spec") or {}).get("initContainers") or [])
-    requests_seen = False
-    guaranteed = bool(containers)
-    for container in containers:
-        resources = container.get("resources") or {}
-        req, lim = resources.get("requests") or {}, resources.get("limits") or {}
-        if req or lim:
-            requests_seen = True
-        for resource in ("cpu", "memory"):
-            if resource not in lim or (resource in req and str(req[resource]) != str(lim[resource])):
-                guaranteed = False
-    if not requests_seen:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
 def priority(pod: dict) -> int:
     value = (pod.get("spec") or {}).get("priority")
     return int(value) if isinstance(value, int) else 0
@@ -144,42 +120,31 @@ def _volumes(pod: dict) -> List[dict]:
     return (pod.get("spec") or {}).get("volumes") or []
 
 
-def _tolerates(pod: dict, taint: dict) -> bool:
-    for toleration in (pod.get("spec") or {}).get("tolerations") or []:
-        if toleration.get("operator") == "Exists" and not toleration.get("key"):
-            return True
-        if toleration.get("key") != taint.get("key"):
-            continue
-        if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
-            continue
-        if toleration.get("operator") == "Exists" or toleration.get("value") == taint.get("value"):
-            return True
-    return False
-
-
 class State:
-    """Per-node capacity and usage during the plan (usage changes as Pods are planned away)."""
+    """Per-node capacity and usage during the plan (usage changes as Pods are planned away), and the view nodeFit
+    judges on: the Ready nodes the evictor's `nodeSelector` selects with their Pods before the run (an evicted
+    virt-launcher Pod stays on its node until its migration ends)."""
 
-    def __init__(self, nodes: List[dict], pods_by_node: Dict[str, List[dict]]) -> None:
+    def __init__(self, nodes: List[dict], pods_by_node: Dict[str, List[dict]], fit_nodes: Sequence[dict] = ()) -> None:
         self.nodes = {meta(n)["name"]: n for n in nodes}
         self.capacity = {name: allocatable(n) for name, n in self.nodes.items()}
-        self.usage = {name: used(pods_by_node.get(name, [])) for name in self.nodes}
+        self.usage = {name: node_usage(pods_by_node.get(name, [])) for name in self.nodes}
+        self.pods_by_node = pods_by_node
+        self.fit_nodes = list(fit_nodes)
+        self.fit_usage = {meta(n)["name"]: node_usage(pods_by_node.get(meta(n)["name"], [])) for n in self.fit_nodes}
 
-    def fits_elsewhere(self, pod: dict, source: str) -> bool:
-        requests = pod_requests(pod)
-        selector = (pod.get("spec") or {}).get("nodeSelector") or {}
-        for name, node in self.nodes.items():
-            if name == source or (node.get("spec") or {}).get("unschedulable"):
+    def fit_errors(self, pod: dict, source: str) -> Optional[Dict[str, str]]:
+        """PodFitsAnyOtherNode: None when the Pod fits another node, else NodeFit's error per node tried."""
+        errors = {}
+        for node in self.fit_nodes:
+            name = meta(node)["name"]
+            if name == source:
                 continue
-            if any(labels(node).get(k) != v for k, v in selector.items()):
-                continue
-            taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
-            if any(not _tolerates(pod, t) for t in taints):
-                continue
-            capacity, usage = self.capacity[name], self.usage[name]
-            if all(usage.get(r, 0) + v <= capacity.get(r, 0) for r, v in requests.items() if r in capacity):
-                return True
-        return False
+            error = node_fit_error(pod, node, self.pods_by_node.get(name, []), self.fit_usage[name])
+            if error is None:
+                return None
+            errors[name] = error
+        return errors
 
 
 def filter_reason(pod: dict, evictor: dict, excluded: Sequence[str], state: State, node: str) -> Optional[str]:
@@ -212,9 +177,38 @@ def filter_reason(pod: dict, evictor: dict, excluded: Sequence[str], state: Stat
     threshold = (evictor.get("priorityThreshold") or {}).get("value")
     if isinstance(threshold, int) and priority(pod) >= threshold:
         return "pod priority is at or above priorityThreshold"
-    if evictor.get("nodeFit") and not state.fits_elsewhere(pod, node):
-        return "pod does not fit on any other node (nodeFit)"
+    if evictor.get("nodeFit") and state.fit_errors(pod, node) is not None:
+        return NOT_FIT
     return None
+
+
+def _fit_nodes(evictor: dict, nodes: List[dict]) -> List[dict]:
+    try:
+        return select_nodes(evictor.get("nodeSelector"), nodes)
+    except ValueError:
+        return []   # upstream: "unable to list ready nodes", and no Pod passes nodeFit
+
+
+def not_evaluated(profile: dict) -> List[str]:
+    """The profile's plugin arguments, set to a value that changes what upstream does, that the planner does not
+    evaluate, as `Plugin.path` (an active protection as `DefaultEvictor.podProtections[Name]`)."""
+    evictor = plugin_config(profile, DEFAULT_EVICTOR) or {}
+    args = plugin_config(profile, LOW_NODE_UTILIZATION) or {}
+    pvc_config = ((evictor.get("podProtections") or {}).get("config") or {}).get("PodsWithPVC") or {}
+    active = protections(evictor)
+    checks = (
+        ("namespaceLabelSelector", bool((evictor.get("namespaceLabelSelector") or {}).get("matchLabels"))),
+        ("minReplicas", isinstance(evictor.get("minReplicas"), int) and evictor["minReplicas"] > 1),
+        ("minPodAge", evictor.get("minPodAge") is not None),
+        ("priorityThreshold.name", bool((evictor.get("priorityThreshold") or {}).get("name"))),
+        ("noEvictionPolicy", evictor.get("noEvictionPolicy") == "Mandatory"),
+        ("podProtections[PodsWithoutPDB]", "PodsWithoutPDB" in active),
+        ("podProtections[PodsWithResourceClaims]", "PodsWithResourceClaims" in active),
+        ("podProtections.config.PodsWithPVC.protectedStorageClasses", "PodsWithPVC" in active and bool(pvc_config.get("protectedStorageClasses"))),
+    )
+    found = ["{0}.{1}".format(DEFAULT_EVICTOR, path) for path, applies in checks if applies]
+    found.extend("{0}.{1}".format(LOW_NODE_UTILIZATION, path) for path in ("useDeviationThresholds", "metricsUtilization") if args.get(path))
+    return found
 
 
 # ------------------------------------------------------------------------------------------ plan
@@ -234,12 +228,11 @@ def plan_profile(policy: dict, profile: dict, nodes: List[dict], pods: List[dict
     thresholds = dict(args.get("thresholds") or {})
     targets = dict(args.get("targetThresholds") or {})
     resources = list(thresholds)
-    selected = select_nodes(policy, nodes)
+    selected = select_nodes(policy.get("nodeSelector"), nodes)
     pods_by_node = active_pods(pods)
-    state = State(selected, pods_by_node)
+    state = State(selected, pods_by_node, _fit_nodes(evictor, nodes))
     result: Dict[str, Any] = {"profile": profile.get("name"), "nodes": [], "candidates": [], "evictions": [], "warnings": [],
-                              "stop_reason": None, "headroom": {},
-                              "not_evaluated": [f for f in ("namespaceLabelSelector", "minReplicas", "minPodAge") if f in evictor]}
+                              "stop_reason": None, "headroom": {}, "not_evaluated": not_evaluated(profile)}
     categories: Dict[str, str] = {}
     percents: Dict[str, Dict[str, float]] = {}
     for node in selected:
@@ -272,8 +265,11 @@ def plan_profile(policy: dict, profile: dict, nodes: List[dict], pods: List[dict
         removable = []
         for pod in on_node:
             reason = filter_reason(pod, evictor, excluded, state, node)
-            result["candidates"].append({"node": node, "namespace": meta(pod).get("namespace"), "pod": meta(pod).get("name"),
-                                         "vm": vm_name(pod), "removable": reason is None, "reason": reason})
+            candidate = {"node": node, "namespace": meta(pod).get("namespace"), "pod": meta(pod).get("name"),
+                         "vm": vm_name(pod), "removable": reason is None, "reason": reason}
+            if reason == NOT_FIT:
+                candidate["node_fit"] = state.fit_errors(pod, node)   # upstream's V(4) "Pod does not fit on node" errors
+            result["candidates"].append(candidate)
             if reason is None:
                 removable.append(pod)
         removable.sort(key=lambda p: (priority(p), QOS_RANK[qos_class(p)]))

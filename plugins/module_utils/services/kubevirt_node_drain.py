@@ -50,6 +50,10 @@ ARG_SPEC = {
     "timeout": {"type": "int", "default": 600},
 }
 PROGRESS_MARKERS = ("Eviction triggered evacuation", "Evacuation in progress")
+# Seconds before an eviction refused with another 429 is sent again, as kubectl drain does: KubeVirt's webhook
+# answers 429 for what passes (it could not read or mark the VMI; a hotplug Pod while its VM still runs there) and
+# leaves the retry to the caller.
+RETRY_AFTER = 5.0
 FACTS_INCLUDE = ("cluster", "nodes", "vmis")
 
 
@@ -199,9 +203,11 @@ class Drain:
         elif code == 429 and kv.PDB_VIOLATION in message:
             item["state"] = "pdb"
             self.pdb_waiting = True
+        elif code == 429:
+            item["state"], item["retry_at"] = "retry", self.clock() + RETRY_AFTER
         else:
             item["state"] = "done"
-            item["result"] = {"result": "blocked" if code == 429 else "failed", "reason": message}
+            item["result"] = {"result": "failed", "reason": message}
 
     def _in_flight(self) -> int:
         return sum(1 for i in self.items if i["kind"] == "vm" and i["action"] == "live_migrate" and i["state"] == "requested")
@@ -211,6 +217,8 @@ class Drain:
         vmims = ws.objects("vmims")
         pods = ws.cache.get("pods", {})
         for item in self.items:
+            if item["state"] == "retry" and item["kind"] == "pod" and (item["namespace"], item["name"]) not in pods:
+                item["state"], item["result"] = "done", {"result": "evicted"}   # gone with its owner (a hotplug Pod)
             if item["state"] != "requested":
                 continue
             if item["kind"] == "pod":
@@ -225,6 +233,9 @@ class Drain:
     def step(self, ws: WatchSet) -> bool:
         """Called after each batch of watch events: settle results, start what the limits allow; True when all is decided."""
         self._update(ws)
+        for item in self.items:
+            if item["state"] == "retry" and self.clock() >= item["retry_at"]:
+                item["state"] = "queued"   # evicted again below, within the limits
         if self.pdb_waiting:
             self.pdb_waiting = False
             for item in self.items:
@@ -253,7 +264,7 @@ class Drain:
         # failed migrations from before this run are history, not this run's result
         self.seen_failures = {kv.meta(m).get("name") for m in ws.objects("vmims") if (m.get("status") or {}).get("phase") == "Failed"}
         try:
-            finished = ws.wait(self.step)
+            finished = ws.wait(self.step, wake_every=1.0)
         finally:
             ws.stop()
         left_vmis = sorted("{0}/{1}".format(*kv.ref(v)) for v in ws.objects("vmis")
@@ -281,11 +292,21 @@ def vm_results(pre: dict, drain: Optional[Drain]) -> List[dict]:
             if item["result"]:
                 entry.update(item["result"])
             else:
-                entry.update(result="timeout", reason={"queued": "not started before the timeout", "pdb": "a PodDisruptionBudget still refuses the "
-                                                       "eviction: " + ((item["eviction"] or {}).get("message") or "")}.get(
-                    item["state"], "still {0} at the timeout".format("migrating" if vm["action"] == "live_migrate" else "shutting down")))
+                entry.update(result="timeout", reason=timeout_reason(item, "migrating" if vm["action"] == "live_migrate" else "shutting down"))
         results.append(entry)
     return results
+
+
+def timeout_reason(item: dict, doing: str) -> str:
+    """Why an item was still open at the timeout; a refused eviction names the last refusal."""
+    refusal = (item["eviction"] or {}).get("message") or ""
+    if item["state"] == "pdb":
+        return "a PodDisruptionBudget still refuses the eviction: " + refusal
+    if item["state"] == "retry" or (item["state"] == "queued" and refusal):
+        return "the eviction was still refused (429) at the timeout, retried every {0:g} s: {1}".format(RETRY_AFTER, refusal)
+    if item["state"] == "queued":
+        return "not started before the timeout"
+    return "still {0} at the timeout".format(doing)
 
 
 def safe_to_shutdown(node: str, vmis_left: List[str], pods: List[dict]) -> dict:
@@ -372,7 +393,7 @@ def drained(client: Client, api: NodeApi, options: KubevirtNodeDrainOptions, che
     outcome = drain.run(started + options.timeout) if drain.items else {"finished": True, "left_vmis": [], "pods": pre["raw_pods"], "watch": {}}
     results = vm_results(pre, drain)
     pods = [{"namespace": i["namespace"], "name": i["name"], "result": (i["result"] or {}).get("result") or ("timeout" if i["state"] != "done" else None),
-             "reason": (i["result"] or {}).get("reason") or ((i["eviction"] or {}).get("message") if i["state"] == "pdb" else None)}
+             "reason": (i["result"] or {}).get("reason") or (timeout_reason(i, "terminating") if i["state"] != "done" else None)}
             for i in drain.items if i["kind"] == "pod"]
     ok_results = ("migrated", "restarted", "replaced", "deleted", "moved", "not_running", "blocked")
     bad = [r for r in results if r["result"] not in ok_results] + [p for p in pods if p["result"] != "evicted"]

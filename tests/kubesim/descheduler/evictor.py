@@ -17,10 +17,17 @@ constraints.go, types.go): which Pods a strategy may evict.
 Failures are logged at V(4): `"Pod fails the following checks" pod=... checks=...`.
 
 `PreEvictionFilter` (checked just before an eviction):
-- `nodeFit`: the Pod must fit on another Ready node (restricted by the evictor's own `nodeSelector`, not the
-  policy's) by the scheduler's rules (`controllers/scheduler.unfit_reason`: unschedulable, node selector and
-  required affinity, taints, requests against allocatable); else the V(0) line `"pod does not fit on any other
-  node because of nodeSelector(s), Taint(s), or nodes marked as unschedulable"`;
+- `nodeFit` (pkg/descheduler/node/node.go NodeFit, PodFitsAnyOtherNode): the Pod must fit on another Ready node
+  (a node without a Ready condition is ready), restricted by the evictor's own `nodeSelector`, not the
+  policy's. The first failing check is the node's error, logged at V(4) as `"Pod does not fit on node"`:
+  nodeSelector and required node affinity (`pod node selector does not match the node label`; an empty
+  term matches nothing), NoSchedule/NoExecute taints (`pod does not tolerate taints on the node`), every
+  requested resource against allocatable minus the requests of the node's non-finished Pods, a resource
+  the node does not list having nothing left (`insufficient <resource>`, then `insufficient pods`),
+  `spec.unschedulable` whatever the Pod tolerates (`node is not schedulable`), the Pod's required
+  anti-affinity against the node's Pods (`pod matches inter-pod anti-affinity rule of other pod on node`);
+  no node -> the V(0) line `"pod does not fit on any other node because of nodeSelector(s), Taint(s), or
+  nodes marked as unschedulable"`;
 - `namespaceLabelSelector` (its `matchLabels`): the Pod's Namespace must match.
 
 Simplified: a Pod's priority is `spec.priority`, or the value of its `priorityClassName` when that
@@ -32,8 +39,8 @@ from __future__ import annotations
 import calendar
 import time
 
-from ..controllers.scheduler import unfit_reason
-from ..quantity import is_terminal, pod_requests
+from ..controllers.scheduler import _match_node_selector_term, _tolerates
+from ..quantity import is_terminal, parse, pod_requests
 from ..selectors import Requirement, label_matcher, match_label_selector_object
 from .klog import Logger, kobj
 from .policy import SYSTEM_CRITICAL_PRIORITY, aggregate, effective_protections, format_duration
@@ -95,6 +102,79 @@ def selector_matches(selector: dict | None, labels: dict) -> bool:
         if not Requirement(expr.get("key", ""), op, tuple(expr.get("values") or ())).matches(labels):
             return False
     return True
+
+
+def _requested(pod: dict) -> dict[str, int]:
+    """resourcehelper.PodRequests for every resource the Pod names (cpu in millicores, the rest in units)."""
+    spec = pod.get("spec") or {}
+    basic = pod_requests(pod)
+    names = {name for c in (spec.get("containers") or []) + (spec.get("initContainers") or [])
+             for name in ((c.get("resources") or {}).get("requests") or {})} | set(spec.get("overhead") or {})
+    requests = {name: basic[name] for name in ("cpu", "memory") if name in names}
+    for name in sorted(names - {"cpu", "memory", "pods"}):
+        total = sum(_units(c, name) for c in spec.get("containers") or [])
+        for container in spec.get("initContainers") or []:
+            total = max(total, _units(container, name))
+        requests[name] = total + _units({"resources": {"requests": spec.get("overhead")}}, name)
+    return requests
+
+
+def _units(container: dict, name: str) -> int:
+    value = ((container.get("resources") or {}).get("requests") or {}).get(name)
+    return int(parse(value).to_integral_value(rounding="ROUND_CEILING"))
+
+
+def _allocatable(node: dict, name: str) -> int:
+    value = ((node.get("status") or {}).get("allocatable") or {}).get(name)
+    if value is None:
+        return 0   # a resource the node does not list has nothing left
+    quantity = parse(value) * (1000 if name == "cpu" else 1)
+    return int(quantity.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def _anti_affinity_match(pod: dict, node: dict, pods_on_node: list[dict]) -> bool:
+    terms = (((pod.get("spec") or {}).get("affinity") or {}).get("podAntiAffinity") or {}) \
+        .get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    node_labels = node["metadata"].get("labels") or {}
+    for term in terms:
+        namespaces = term.get("namespaces") or [pod["metadata"].get("namespace")]
+        selector = term.get("labelSelector")
+        if selector is None or term.get("topologyKey") not in node_labels:
+            continue   # a null selector selects nothing; the node must carry the topology key
+        for other in pods_on_node:
+            meta = other["metadata"]
+            if meta["name"] == pod["metadata"]["name"] or meta.get("namespace") not in namespaces:
+                continue
+            if not selector or selector_matches(selector, meta.get("labels") or {}):
+                return True
+    return False
+
+
+def node_fit_error(pod: dict, node: dict, pods_on_node: list[dict], used: dict[str, int]) -> str | None:
+    """nodeutil.NodeFit: the first check the node fails, in upstream's words, or None."""
+    spec, node_spec = pod.get("spec") or {}, node.get("spec") or {}
+    labels = node["metadata"].get("labels") or {}
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()) or (
+            required is not None and not any((t.get("matchExpressions") or t.get("matchFields"))
+                                             and _match_node_selector_term(t, node)
+                                             for t in required.get("nodeSelectorTerms") or [])):
+        return "pod node selector does not match the node label"
+    if any(taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations") or [], taint)
+           for taint in node_spec.get("taints") or []):
+        return "pod does not tolerate taints on the node"
+    if spec.get("nodeName") != node["metadata"]["name"]:
+        for name, wanted in _requested(pod).items():
+            if wanted > _allocatable(node, name) - used.get(name, 0):
+                return f"insufficient {name}"
+        if _allocatable(node, "pods") - len(pods_on_node) <= 0:
+            return "insufficient pods"
+    if node_spec.get("unschedulable"):
+        return "node is not schedulable"
+    if _anti_affinity_match(pod, node, pods_on_node):
+        return "pod matches inter-pod anti-affinity rule of other pod on node"
+    return None
 
 
 def _has_local_storage(pod: dict) -> bool:
@@ -311,25 +391,29 @@ class DefaultEvictor:
     def fits_other_node(self, pod: dict) -> bool:
         """nodeutil.PodFitsAnyOtherNode over the Ready nodes selected by the evictor's nodeSelector."""
         matcher = label_matcher(self.args.get("nodeSelector") or None)
-        usage: dict[str, list[int]] = {}
+        on_node: dict[str, list[dict]] = {}
         for other in _entries(self.cluster, "pods"):
             node_name = (other.get("spec") or {}).get("nodeName")
             if node_name and not is_terminal(other):
-                cached = self._requests.get(id(other))
-                if cached is None or cached[0] is not other:
-                    cached = self._requests[id(other)] = (other, pod_requests(other))
-                used = usage.setdefault(node_name, [0, 0, 0])
-                used[0] += cached[1]["cpu"]
-                used[1] += cached[1]["memory"]
-                used[2] += cached[1]["pods"]
+                on_node.setdefault(node_name, []).append(other)
+        wanted = tuple(_requested(pod))
         for node in _entries(self.cluster, "nodes"):
             name = node["metadata"]["name"]
             if name == (pod.get("spec") or {}).get("nodeName") or not is_ready(node) or not matcher(node):
                 continue
-            used = usage.get(name, [0, 0, 0])
-            if unfit_reason(self.cluster, pod, node, {"cpu": used[0], "memory": used[1], "pods": used[2]}) is None:
+            pods_here = on_node.get(name, [])
+            used = {resource: sum(self._requests_of(other).get(resource, 0) for other in pods_here) for resource in wanted}
+            error = node_fit_error(pod, node, pods_here, used)
+            if error is None:
                 return True
+            self.log.info(4, "node.go:166", "Pod does not fit on node", "pod", kobj(pod), "node", name, "err", error)
         return False
+
+    def _requests_of(self, pod: dict) -> dict[str, int]:
+        cached = self._requests.get(id(pod))
+        if cached is None or cached[0] is not pod:
+            cached = self._requests[id(pod)] = (pod, _requested(pod))
+        return cached[1]
 
 
 class EvictionError(Exception):

@@ -8,9 +8,13 @@ escaping, integers bare, maps as JSON with sorted keys, `klog.KObj` as `"namespa
 
 `--v=N` keeps Info lines of verbosity <= N; warnings and errors are always printed.
 
+A contextual logger (`klog.FromContext(ctx).WithValues(k, v)`, `Logger.with_values`) prints its values
+before the call's own pairs, as klog's MergeKVs does: `"Node has been classified" plugin="LowNodeUtilization"
+ExtensionPoint="Balance" category=...`.
+
 Simplified: timestamps are wall-clock UTC (the simulator's clock); `file:line` names the upstream source
-file of each message with an approximate line number; values are rendered by type, not by Go's
-`fmt.Stringer`/`logr.Marshaler` rules."""
+file and line of each call as read in descheduler v0.36 where it could be read (see the callers);
+values are rendered by type, not by Go's `fmt.Stringer`/`logr.Marshaler` rules."""
 from __future__ import annotations
 
 import json
@@ -110,3 +114,26 @@ class Logger:
         """The lines printed since the last call."""
         lines, self.lines = self.lines, []
         return lines
+
+    def with_values(self, *pairs) -> "BoundLogger":
+        return BoundLogger(self, pairs)
+
+
+class BoundLogger:
+    """logr's `WithValues`: the same output, with `pairs` printed before each call's pairs."""
+
+    def __init__(self, base: Logger, pairs: tuple):
+        self.base = base
+        self.pairs = tuple(pairs)
+
+    def enabled(self, level: int) -> bool:
+        return self.base.enabled(level)
+
+    def info(self, level: int, where: str, msg: str, *pairs) -> None:
+        self.base.info(level, where, msg, *self.pairs, *pairs)
+
+    def error(self, where: str, err: str | None, msg: str, *pairs) -> None:
+        self.base.error(where, err, msg, *self.pairs, *pairs)
+
+    def with_values(self, *pairs) -> "BoundLogger":
+        return BoundLogger(self.base, self.pairs + tuple(pairs))

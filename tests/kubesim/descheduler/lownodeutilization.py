@@ -10,29 +10,39 @@ classifier/, normalizer/; pkg/descheduler/pod/pods.go for the ordering).
   underutilized"` at V(2)); overutilized when any targetThresholds resource is above its target; otherwise
   appropriately utilized. With `useDeviationThresholds` the limits are the average usage of the nodes minus
   the thresholds and plus the targetThresholds, clamped to [0, 100].
-- Logs (V(0)): `"Node has been classified" category="underutilized|overutilized" node="..." usagePercentage={...}`
-  (the rounded percentages, as the rebalance reference page shows them) and `"Node is appropriately
-  utilized"`; V(1): the criteria, the counts, and the early exits `No node is underutilized, nothing to do
-  here, you might tune your thresholds further`, `Number of nodes underutilized is less or equal than
-  NumberOfNodes, nothing to do here`, `All nodes are underutilized, nothing to do here`, `All nodes are under
-  target utilization, nothing to do here`.
+- Logs, as v0.36 writes them: the plugin's own logger carries `plugin="LowNodeUtilization"
+  ExtensionPoint="Balance"` (lownodeutilization.go: `klog.FromContext(ctx).WithValues`), so V(0) prints
+  `"Node has been classified" plugin="LowNodeUtilization" ExtensionPoint="Balance" category="overutilized"
+  node="worker-a" usage={"cpu":"1100m","memory":"8Gi","pods":"12"} usagePercentage={"cpu":69,...}` (the
+  requested quantities, then the rounded percentages) and `"Node is appropriately utilized"` with the same
+  pairs; V(1): the criteria (`cpu="45.00%"`), the counts, and the early exits `No node is underutilized,
+  nothing to do here, you might tune your thresholds further`, `Number of nodes underutilized is less or
+  equal than NumberOfNodes, nothing to do here`, `All nodes are underutilized, nothing to do here`, `All
+  nodes are under target utilization, nothing to do here`. The eviction loop (nodeutilization.go) logs with
+  the logger of the context it is given, which carries no plugin values: `"Total capacity to be moved"`,
+  `"Evicting pods from node" node usage` (V(3)), `"Pods on node"`, `"Evicted pods"`, `"Updated node usage"`.
+  Source lines are those of the v0.36 sources read (lownodeutilization.go:215 for the classification,
+  nodeutilization.go:193 for "Evicting pods from node", matching a v0.36-era log).
 - Eviction: the overutilized nodes in order of summed usage (cpu in millicores + memory bytes + pods),
   highest first; `"Pods on node" node allPods nonRemovablePods removablePods` (V(2)), removable meaning the
   DefaultEvictor filter passes; removable Pods lowest priority first (no priority first), then BestEffort <
-  Burstable < Guaranteed. A node stops when it is no longer above its targetThresholds, when any resource of
+  Burstable < Guaranteed. Among equals the order is not defined upstream (sort.Slice over an informer
+  listing in map order; nodes of one category are logged in map order): here ties are broken by the
+  process's seeded random order (`Handle.rng`), so the same seed repeats a run and no test may rely on
+  which of two equal Pods (or nodes) comes first. A node stops when it is no longer above its targetThresholds, when any resource of
   the headroom left on the underutilized nodes (their capacity up to their targetThresholds, minus usage) is
   used up, at `evictionLimits.node`, or when the pod evictor reports the node limit; the total limit stops
   the plugin. Pods that tolerate no underutilized node's taints, Pods of `evictableNamespaces.exclude` and
   Pods the DefaultEvictor's PreEvictionFilter refuses (nodeFit, namespaceLabelSelector) are skipped.
 
-Simplified: upstream also prints the raw `usage=` map and the logger's `plugin`/`ExtensionPoint` values on
-the classification and "Pods on node" lines; the simulator prints the page's form. Nodes of the same
-category are logged in name order (upstream: map order). Actual-usage sources (`metricsUtilization`) are
+Simplified: the memory in `usage=` is printed in binary units (upstream: the format of the first summed
+request); the criteria keep the policy's order (upstream: map order). Actual-usage sources (`metricsUtilization`) are
 not simulated: a profile that sets it fails to build with the upstream `metrics client not initialized` /
 `prometheus client not initialized` message."""
 from __future__ import annotations
 
 import math
+import random
 
 from ..quantity import cpu_millis, format_cpu, format_memory, is_terminal, memory_bytes, parse, pod_requests
 from .evictor import (EvictionError, EvictionNodeLimitError, EvictionTotalLimitError, pod_priority)
@@ -101,12 +111,25 @@ def qos_class(pod: dict) -> str:
     return (pod.get("status") or {}).get("qosClass") or compute(pod.get("spec") or {})
 
 
-def sort_pods_low_to_high(cluster, pods: list[dict]) -> list[dict]:
-    """podutil.SortPodsBasedOnPriorityLowToHigh (stable: equal Pods keep their listing order)."""
+def shuffled_sort(items: list, key, rng: random.Random | None) -> list:
+    """Sorted by `key`, equal items in `rng`'s order (upstream's sort.Slice over a listing in map order
+    defines none); without `rng` equal items keep their order."""
+    items = list(items)
+    if rng is not None:
+        rng.shuffle(items)
+    return sorted(items, key=key)
+
+
+def sort_pods_low_to_high(cluster, pods: list[dict], rng: random.Random | None = None) -> list[dict]:
+    """podutil.SortPodsBasedOnPriorityLowToHigh: no priority first, then by priority, then QoS."""
     def key(pod: dict):
         priority = pod_priority(cluster, pod)
         return (priority is not None, priority or 0, _QOS_RANK.get(qos_class(pod), 1))
-    return sorted(pods, key=key)
+    return shuffled_sort(pods, key, rng)
+
+
+def _unordered(_item) -> int:
+    return 0
 
 
 def _tolerates(toleration: dict, taint: dict) -> bool:
@@ -135,6 +158,7 @@ class LowNodeUtilization:
     def __init__(self, args: dict, handle):
         self.args = args
         self.handle = handle
+        self.log = handle.log.with_values("plugin", NAME)   # NewLowNodeUtilization's logger
         self.thresholds = dict(args.get("thresholds") or {})
         self.targets = dict(args.get("targetThresholds") or {})
         self.resource_names = tuple(self.thresholds)
@@ -184,7 +208,7 @@ class LowNodeUtilization:
 
     # ------------------------------------------------------------------------------------------ balance
     def balance(self, nodes: list[dict]) -> None:
-        handle, log = self.handle, self.handle.log
+        handle, log = self.handle, self.log.with_values("ExtensionPoint", "Balance")
         names = [n["metadata"]["name"] for n in nodes]
         by_name = {n["metadata"]["name"]: n for n in nodes}
         pods = {name: handle.pods_on_node(name) for name in names}
@@ -208,7 +232,7 @@ class LowNodeUtilization:
         for name in names:
             node_pct = percent[name]
             if (by_name[name].get("spec") or {}).get("unschedulable"):
-                log.info(2, f"{SRC_LOW}:179", "Node is unschedulable, thus not considered as underutilized",
+                log.info(2, f"{SRC_LOW}:190", "Node is unschedulable, thus not considered as underutilized",
                          "node", name)
             elif all(node_pct.get(r, 0.0) <= low[r] for r in low):
                 under.append(name)
@@ -216,44 +240,46 @@ class LowNodeUtilization:
             if any(high[r] < node_pct.get(r, 0.0) for r in high):
                 over.append(name)
         rounded = {name: {r: go_round(v) for r, v in percent[name].items()} for name in names}
+        quantities = {name: {r: quantity_string(r, v) for r, v in usage[name].items()} for name in names}
+        rng = getattr(handle, "rng", None)
         for category, group in (("underutilized", under), ("overutilized", over)):
-            for name in group:
-                log.info(0, f"{SRC_LOW}:203", "Node has been classified", "category", category, "node", name,
-                         "usagePercentage", rounded[name])
-        for name in names:
-            if name not in under and name not in over:
-                log.info(0, f"{SRC_LOW}:232", "Node is appropriately utilized", "node", name,
-                         "usagePercentage", rounded[name])
+            for name in shuffled_sort(group, _unordered, rng):   # map order upstream
+                log.info(0, f"{SRC_LOW}:215", "Node has been classified", "category", category, "node", name,
+                         "usage", quantities[name], "usagePercentage", rounded[name])
+        appropriate = [name for name in names if name not in under and name not in over]
+        for name in shuffled_sort(appropriate, _unordered, rng):
+            log.info(0, f"{SRC_LOW}:241", "Node is appropriately utilized", "node", name,
+                     "usage", quantities[name], "usagePercentage", rounded[name])
 
         criteria = []
         for resource, value in self.thresholds.items():
             criteria += [resource, f"{value:.2f}%"]
-        log.info(1, f"{SRC_LOW}:243", "Criteria for a node under utilization", *criteria)
-        log.info(1, f"{SRC_LOW}:244", "Number of underutilized nodes", "totalNumber", len(under))
+        log.info(1, f"{SRC_LOW}:253", "Criteria for a node under utilization", *criteria)
+        log.info(1, f"{SRC_LOW}:254", "Number of underutilized nodes", "totalNumber", len(under))
         criteria = []
         for resource, value in self.targets.items():
             criteria += [resource, f"{value:.2f}%"]
-        log.info(1, f"{SRC_LOW}:245", "Criteria for a node above target utilization", *criteria)
-        log.info(1, f"{SRC_LOW}:246", "Number of overutilized nodes", "totalNumber", len(over))
+        log.info(1, f"{SRC_LOW}:255", "Criteria for a node above target utilization", *criteria)
+        log.info(1, f"{SRC_LOW}:256", "Number of overutilized nodes", "totalNumber", len(over))
 
         number_of_nodes = int(self.args.get("numberOfNodes") or 0)
         if not under:
-            log.info(1, f"{SRC_LOW}:249", "No node is underutilized, nothing to do here, you might tune your "
+            log.info(1, f"{SRC_LOW}:259", "No node is underutilized, nothing to do here, you might tune your "
                      "thresholds further")
             return
         if len(under) <= number_of_nodes:
-            log.info(1, f"{SRC_LOW}:256", "Number of nodes underutilized is less or equal than NumberOfNodes, "
+            log.info(1, f"{SRC_LOW}:266", "Number of nodes underutilized is less or equal than NumberOfNodes, "
                      "nothing to do here", "underutilizedNodes", len(under), "numberOfNodes", number_of_nodes)
             return
         if len(under) == len(nodes):
-            log.info(1, f"{SRC_LOW}:264", "All nodes are underutilized, nothing to do here")
+            log.info(1, f"{SRC_LOW}:275", "All nodes are underutilized, nothing to do here")
             return
         if not over:
-            log.info(1, f"{SRC_LOW}:269", "All nodes are under target utilization, nothing to do here")
+            log.info(1, f"{SRC_LOW}:280", "All nodes are under target utilization, nothing to do here")
             return
 
         available = {name: self._capped(capacity[name], high) for name in under + over}
-        over.sort(key=lambda name: -sum(usage[name].get(r, 0) for r in self.extended))
+        over = shuffled_sort(over, lambda name: -sum(usage[name].get(r, 0) for r in self.extended), rng)
         self._evict_from_sources(over, under, by_name, pods, usage, available)
 
     def _node_usage(self, pods: list[dict]) -> dict[str, int]:
@@ -269,22 +295,22 @@ class LowNodeUtilization:
         for name in destinations:
             for resource in self.extended:
                 total_available[resource] += available[name][resource] - usage[name][resource]
-        log.info(1, f"{SRC_NU}:147", "Total capacity to be moved", *self._usage_pairs(total_available))
+        log.info(1, f"{SRC_NU}:185", "Total capacity to be moved", *self._usage_pairs(total_available))
         taints = {name: list((by_name[name].get("spec") or {}).get("taints") or []) for name in destinations}
         node_limit = (self.args.get("evictionLimits") or {}).get("node")
         excluded = set((self.args.get("evictableNamespaces") or {}).get("exclude") or [])
         for name in sources:
-            log.info(3, f"{SRC_NU}:155", "Evicting pods from node", "node", name,
+            log.info(3, f"{SRC_NU}:193", "Evicting pods from node", "node", name,
                      "usage", {r: quantity_string(r, v) for r, v in usage[name].items()})
             removable = [pod for pod in pods[name] if handle.evictor.filter(pod)]
-            log.info(2, f"{SRC_NU}:162", "Pods on node", "node", name, "allPods", len(pods[name]),
+            log.info(2, f"{SRC_NU}:200", "Pods on node", "node", name, "allPods", len(pods[name]),
                      "nonRemovablePods", len(pods[name]) - len(removable), "removablePods", len(removable))
             if not removable:
-                log.info(1, f"{SRC_NU}:171", "No removable pods on node, try next node", "node", name)
+                log.info(1, f"{SRC_NU}:209", "No removable pods on node, try next node", "node", name)
                 continue
-            log.info(1, f"{SRC_NU}:178", "Evicting pods based on priority, if they have same priority, they'll be "
+            log.info(1, f"{SRC_NU}:216", "Evicting pods based on priority, if they have same priority, they'll be "
                      "evicted based on QoS tiers")
-            ordered = sort_pods_low_to_high(handle.cluster, removable)
+            ordered = sort_pods_low_to_high(handle.cluster, removable, getattr(handle, "rng", None))
             try:
                 self._evict_pods(ordered, name, usage[name], available[name], total_available, taints, node_limit,
                                  excluded)
@@ -306,10 +332,10 @@ class LowNodeUtilization:
         count = 0
         for pod in ordered:
             if node_limit is not None and count >= node_limit:
-                log.info(3, f"{SRC_NU}:236", "Max number of evictions per node per plugin reached", "limit", node_limit)
+                log.info(3, f"{SRC_NU}:278", "Max number of evictions per node per plugin reached", "limit", node_limit)
                 break
             if not tolerates_any_node(pod, taints):
-                log.info(3, f"{SRC_NU}:244", "Skipping eviction for pod, doesn't tolerate node taint", "pod", kobj(pod))
+                log.info(3, f"{SRC_NU}:286", "Skipping eviction for pod, doesn't tolerate node taint", "pod", kobj(pod))
                 continue
             if pod["metadata"].get("namespace") in excluded or not handle.evictor.pre_eviction_filter(pod):
                 continue
@@ -319,15 +345,15 @@ class LowNodeUtilization:
             except (EvictionNodeLimitError, EvictionTotalLimitError):
                 raise
             except EvictionError as err:
-                log.error(f"{SRC_NU}:290", err.message, "eviction failed")
+                log.error(f"{SRC_NU}:328", err.message, "eviction failed")
                 continue
             count += 1
-            log.info(3, f"{SRC_NU}:301", "Evicted pods", "pod", kobj(pod))
+            log.info(3, f"{SRC_NU}:339", "Evicted pods", "pod", kobj(pod))
             for resource in total_available:
                 amount = 1 if resource == "pods" else podusage.get(resource, 0)
                 node_usage[resource] = node_usage.get(resource, 0) - amount
                 total_available[resource] -= amount
-            log.info(3, f"{SRC_NU}:310", "Updated node usage", "node", node_name, *self._usage_pairs(node_usage))
+            log.info(3, f"{SRC_NU}:348", "Updated node usage", "node", node_name, *self._usage_pairs(node_usage))
             if not self._continue(node_usage, node_available, total_available):
                 break
 

@@ -18,6 +18,9 @@ the descheduler image.
   again after the kubelet's back-off (10 s doubling to 300 s, simulated) with `restartCount` increased,
   re-reading the ConfigMap: a new process.
 - The log lines go to the container's log (`cluster.append_log`), filtered by `--v`.
+- Each process breaks ties among equally ranked Pods and nodes in its own random order (upstream: map
+  order). `KUBESIM_DESCHEDULER_SEED` (or `DeschedulerProgram.seed`) seeds it, per Pod and start, so a run
+  repeats; unset, every process draws a fresh order.
 
 Simplified: OnFailure Pods are not restarted in place (as the simulated Job controller treats OnFailure like
 Never); no usage text on flag errors; the kubelet would not start a Pod whose ConfigMap is missing
@@ -26,6 +29,7 @@ same log (no `--previous`)."""
 from __future__ import annotations
 
 import copy
+import os
 import posixpath
 
 from ..api import now_iso
@@ -87,6 +91,14 @@ class DeschedulerProgram:
         self.manager = manager
         self.processes: dict[str, Descheduler] = {}   # by Pod UID: one process per running container
         self.backoff: dict[str, float] = {}
+        self.seed = os.environ.get("KUBESIM_DESCHEDULER_SEED")
+        self.starts = 0
+
+    def _process_seed(self, pod: dict) -> str | None:
+        self.starts += 1
+        if self.seed is None:
+            return None
+        return f"{self.seed}:{pod['metadata']['namespace']}/{pod['metadata']['name']}:{self.starts}"
 
     # ------------------------------------------------------------------------------------- kubelet hook
     def __call__(self, pod: dict) -> bool:
@@ -117,7 +129,7 @@ class DeschedulerProgram:
         log = Logger(options.verbosity)
         text, error = read_policy(self.cluster, pod, container, options.policy_file or "")
         with self.cluster.lock:
-            process = start(self.cluster, options, text, log, user, read_error=error)
+            process = start(self.cluster, options, text, log, user, read_error=error, seed=self._process_seed(pod))
         self._log(ident, log.take())
         if isinstance(process, int):
             self._after(START_SECONDS, lambda: self._exit(ident, process))

@@ -32,12 +32,16 @@ expire after 600 s. A CronJob starts a new process every run, so what carries ov
 the annotation on the Pod, not the assumed requests; a Deployment keeps its cache across cycles. Without the
 gate the 429 is a failed eviction and the same Pod is nominated again every cycle.
 
+Among equally ranked Pods and nodes the order is the process's seeded random order (`seed`, random by
+default; see lownodeutilization.py), as upstream defines none.
+
 Simplified: the informer cache is reconciled at process start and at the start of each cycle (not on every
 Pod event), and expired assumed entries are dropped then (upstream: every 10 minutes); the 600 s are
 simulated seconds. Deschedule plugins and the balance plugins other than LowNodeUtilization are accepted but
 evict nothing. Dry-run does not hide the Pods it "evicted" from the rest of the cycle."""
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass, field
 
@@ -356,7 +360,7 @@ class PodEvictor:
             log.info(1, f"{SRC_EVICTIONS}:488", "Evicted pod in dry run mode", "pod", kobj(pod), "reason", "",
                      "strategy", strategy, "node", node, "profile", profile)
             return
-        log.info(1, f"{SRC_EVICTIONS}:490", "Evicted pod", "pod", kobj(pod), "reason", "", "strategy", strategy,
+        log.info(1, f"{SRC_EVICTIONS}:558", "Evicted pod", "pod", kobj(pod), "reason", "", "strategy", strategy,
                  "node", node, "profile", profile)
         events.record(self.cluster, pod, "Normal", strategy or "NotSet",
                       f"pod eviction from {node} node by {COMPONENT}", COMPONENT)
@@ -402,11 +406,13 @@ class PodEvictor:
 class Handle:
     """frameworktypes.Handle for one profile: the evictor, the pod lists and the pod evictor."""
 
-    def __init__(self, cluster, log: Logger, profile: str, pod_evictor: PodEvictor):
+    def __init__(self, cluster, log: Logger, profile: str, pod_evictor: PodEvictor,
+                 rng: random.Random | None = None):
         self.cluster = cluster
         self.log = log
         self.profile = profile
         self.pod_evictor = pod_evictor
+        self.rng = rng   # the order among equals (upstream: map order), seeded per process
         self.evictor: DefaultEvictor | None = None
         self._by_node: dict[str, list[dict]] | None = None
 
@@ -445,11 +451,13 @@ class Descheduler:
     """One descheduler process: its options, the policy it loaded at start, its pod evictor and cache."""
 
     def __init__(self, cluster, options: Options, policy: policymod.Policy, log: Logger,
-                 user: str = "system:serviceaccount:descheduler:descheduler"):
+                 user: str = "system:serviceaccount:descheduler:descheduler", seed=None):
         self.cluster = cluster
         self.options = options
         self.policy = policy
         self.log = log
+        self.seed = seed if seed is not None else random.randrange(2 ** 32)
+        self.rng = random.Random(self.seed)
         self.cache = EvictionRequestsCache(cluster.clock.time_scale) if options.evictions_in_background else None
         self.pod_evictor = PodEvictor(cluster, policy, options, log, user, self.cache)
         if self.cache is not None:   # the pod informer's initial list
@@ -514,7 +522,7 @@ class Descheduler:
             if missing:
                 raise ProfileError(f"profile {quote(profile.name)} configures {point} extension point of non-existing "
                                    f"plugins: [{' '.join(sorted(missing))}]")
-        handle = Handle(self.cluster, log, profile.name, self.pod_evictor)
+        handle = Handle(self.cluster, log, profile.name, self.pod_evictor, self.rng)
         runner = _Runner(profile.name, handle)
         names = list(dict.fromkeys(profile.enabled("deschedule") + profile.enabled("balance") +
                                    profile.enabled("filter") + profile.enabled("preevictionfilter")))
@@ -555,7 +563,7 @@ def fail(log: Logger, message: str) -> int:
 
 
 def start(cluster, options: Options, policy_text: str | None, log: Logger, user: str,
-          read_error: str | None = None) -> Descheduler | int:
+          read_error: str | None = None, seed=None) -> Descheduler | int:
     """Process start-up: load and validate the policy, build the descheduler. An int is the exit code."""
     if read_error is not None:
         return fail(log, read_error)
@@ -570,19 +578,20 @@ def start(cluster, options: Options, policy_text: str | None, log: Logger, user:
         label_matcher(policy.node_selector or None)
     except ApiError as err:
         return fail(log, err.message)
-    return Descheduler(cluster, options, policy, log, user)
+    return Descheduler(cluster, options, policy, log, user, seed=seed)
 
 
 def run_once(cluster, argv: list[str], policy_text: str | None, user: str = "system:serviceaccount:descheduler:descheduler",
-             log: Logger | None = None) -> tuple[int, list[str]]:
-    """A process with no interval: start, one cycle, exit. Returns (exit code, log lines)."""
+             log: Logger | None = None, seed=None) -> tuple[int, list[str]]:
+    """A process with no interval: start, one cycle, exit. Returns (exit code, log lines). `seed` fixes the
+    order among equals (random when None)."""
     try:
         options = parse_args(argv)
     except ArgsError as err:
         return 1, [f"Error: {err.message}"]
     log = log or Logger(options.verbosity)
     log.verbosity = options.verbosity
-    process = start(cluster, options, policy_text, log, user)
+    process = start(cluster, options, policy_text, log, user, seed=seed)
     if isinstance(process, int):
         return process, log.take()
     process.run_cycle()

@@ -21,7 +21,9 @@ the cluster does not serve its kinds:
 
 Helpers: `common.py` (names, read-modify-write), `defaults.py` (cluster config, effective strategy),
 `launcher.py` (the launcher Pod and its memory overhead), `migratable.py` (LiveMigratable reasons),
-`handler.py` (virt-handler DaemonSet manifest), `objects.py` (manifest builders for scenarios/tests).
+`handler.py` (virt-handler DaemonSet manifest), `objects.py` (manifest builders for scenarios/tests),
+`instancetype.py` (instance types applied to a VM's VMI), `subresources.py` (virt-api's `subresources.kubevirt.io`
+API, routed by `server.py`).
 Each module's docstring gives its upstream source and what it simplifies.
 
 Simulator-only annotations: `kubesim.io/migration: fail|hang|slow` on a VM or VMI (see `migration.py`),

@@ -13,14 +13,20 @@ reports the VM status.
   the finished VMI (event `SuccessfulDelete` "Stopped the virtual machine by deleting the virtual machine
   instance <uid>") and creates a new one (a new UID) once the old one is gone, which the scheduler may
   place elsewhere (e.g. when the old node is cordoned by a drain).
+- State change requests (`status.stateChangeRequests`, written by virt-api's start/stop/restart, see
+  `subresources.py`), first one first: Stop (with a VMI UID: only that VMI) deletes the VMI and is dropped once
+  it is gone; Start creates the VMI whatever the run strategy (Manual included) and is dropped. A restart (Stop +
+  Start) so gives a new VMI (a new UID).
+- Instance types (`instancetype.py`): a VM with `spec.instancetype`/`spec.preference` gets their CPU topology,
+  memory and name annotations in its VMI; a conflict or a missing instance type is a `FailedCreate` event.
 - Status: `printableStatus` (Stopped, Starting, Running, Migrating while the VMI has a migration in
   flight, Stopping, Terminating, ErrorUnschedulable, Unknown), `created`, `ready`, `runStrategy`,
   `desiredGeneration`/`observedGeneration`, conditions `Ready` (from the VMI, or False with reason
   VMINotExists) and `LiveMigratable` (copied from the VMI).
 
 Upstream source: kubevirt/kubevirt `pkg/virt-controller/watch/vm/vm.go` (sync, setPrintableStatus,
-startStop). Simplified: no crash-loop backoff between restarts, no state change requests
-(virtctl start/stop/restart), no instance types, DataVolume templates, revisions or snapshots."""
+startStop, handleStateChangeRequests). Simplified: no crash-loop backoff between restarts, no DataVolume templates,
+revisions or snapshots."""
 from __future__ import annotations
 
 import copy
@@ -31,6 +37,7 @@ from ..api import now_iso
 from ..controllers import Controller
 from ..errors import ApiError
 from ..store import DELETED, Event
+from . import instancetype
 from .common import (CONTROLLER_COMPONENT, FINAL_VMI_PHASES, VM, VMI, condition_true, controller_ref, find,
                      get_condition, meta, mutate, owner_ref, rt, serves, status, unmanaged)
 
@@ -110,6 +117,9 @@ class VMController(Controller):
 
     def _start_stop(self, vm: dict, vmi: dict | None, strategy: str) -> dict | None:
         uid = meta(vm)["uid"]
+        requests = status(vm).get("stateChangeRequests") or []
+        if requests:
+            return self._change_request(vm, vmi, requests)
         if vmi is None:
             wanted = strategy in ("Always", "RerunOnFailure") or (strategy == "Once" and uid not in self._started_once)
             if wanted:
@@ -128,6 +138,35 @@ class VMController(Controller):
         self._started_once.add(uid)
         return vmi
 
+    def _change_request(self, vm: dict, vmi: dict | None, requests: list[dict]) -> dict | None:
+        """The first pending state change request: Stop deletes the VMI (of its UID), Start creates one."""
+        first = requests[0]
+        if first.get("action") == "Stop":
+            if vmi is not None and first.get("uid") in (None, "", meta(vmi)["uid"]):
+                if not meta(vmi).get("deletionTimestamp"):
+                    self._delete_vmi(vm, vmi)
+                return find(self.cluster, VMI, meta(vmi).get("namespace"), meta(vmi)["name"])
+        elif first.get("action") == "Start":
+            if vmi is not None:
+                return vmi          # the old VMI is still going
+            self._started_once.add(meta(vm)["uid"])
+            vmi = self._create_vmi(vm)
+            if vmi is None:
+                return None
+        self._drop_request(vm, first)
+        return vmi
+
+    def _drop_request(self, vm: dict, request: dict) -> None:
+        def drop(obj: dict):
+            pending = status(obj).get("stateChangeRequests") or []
+            if not pending or pending[0] != request:
+                return False
+            obj["status"]["stateChangeRequests"] = pending[1:]
+            if not obj["status"]["stateChangeRequests"]:
+                del obj["status"]["stateChangeRequests"]
+            return True
+        mutate(self.cluster, VM, meta(vm).get("namespace"), meta(vm)["name"], drop, uid=meta(vm)["uid"])
+
     def _create_vmi(self, vm: dict) -> dict | None:
         vm_meta = meta(vm)
         template = (vm.get("spec") or {}).get("template") or {}
@@ -135,11 +174,18 @@ class VMController(Controller):
         spec = copy.deepcopy(template.get("spec") or {})
         firmware = spec.setdefault("domain", {}).setdefault("firmware", {})
         firmware.setdefault("uuid", str(uuid.uuid5(_FIRMWARE_NS, vm_meta["name"])))
+        vmi_annotations = {**copy.deepcopy(tmeta.get("annotations") or {}),
+                           "kubevirt.io/vm-generation": str(vm_meta.get("generation", 1))}
+        try:
+            instancetype.apply(self.cluster, vm, spec, vmi_annotations)
+        except instancetype.InstancetypeError as err:
+            events.record(self.cluster, vm, "Warning", "FailedCreate",
+                          f"Error creating virtual machine instance: {err}", CONTROLLER_COMPONENT)
+            return None
         body = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
                 "metadata": {"name": vm_meta["name"], "namespace": vm_meta.get("namespace"),
                              "labels": copy.deepcopy(tmeta.get("labels") or {}),
-                             "annotations": {**copy.deepcopy(tmeta.get("annotations") or {}),
-                                             "kubevirt.io/vm-generation": str(vm_meta.get("generation", 1))},
+                             "annotations": vmi_annotations,
                              "ownerReferences": [owner_ref(vm)]},
                 "spec": spec}
         if not body["metadata"]["labels"]:

@@ -9,7 +9,7 @@ reports): it creates the virt-launcher Pod of a VMI and derives the VMI status f
   which stays Scheduling. Pod bound: phase Scheduled, `status.nodeName` and label `kubevirt.io/nodeName`.
   Pod running and ready: phase Running (virt-handler events `Created` "VirtualMachineInstance defined."
   and `Started` "VirtualMachineInstance started."), conditions `Ready` (copied from the Pod) and
-  `LiveMigratable` (`migratable.check`), `interfaces` (the Pod IP on interface `default`),
+  `LiveMigratable` (`migratable.check`), `interfaces` (`interface_status`: one per declared interface),
   `activePods`, `qosClass`, `migrationMethod` (LiveMigration, or BlockMigration for non-shared disks),
   `migrationTransport: Unix`, guest memory and CPU topology.
 - While `status.evacuationNodeName` is set the VMI carries the condition `EvictionRequested=True`
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 
 from .. import events
 from ..controllers import Controller
@@ -36,7 +37,7 @@ from ..errors import ApiError
 from ..quantity import format_memory
 from ..store import DELETED, Event
 from . import migratable
-from .common import (APP_LABEL, CONTROLLER_COMPONENT, FINAL_VMI_PHASES, HANDLER_COMPONENT, MIGRATION_JOB_LABEL,
+from .common import (APP_LABEL, annotations, CONTROLLER_COMPONENT, FINAL_VMI_PHASES, HANDLER_COMPONENT, MIGRATION_JOB_LABEL,
                      NODE_NAME_LABEL, PODS, VMI, VMI_FINALIZER, controller_ref, current_pod, find, get_condition,
                      labels, launcher_pods, meta, mutate, pod_active, pod_ready, pod_terminal, pod_unschedulable,
                      remove_condition, rt, serves, set_condition, set_phase, status, unmanaged)
@@ -45,9 +46,58 @@ from .launcher import build_pod, guest_memory
 PVCS = "persistentvolumeclaims"
 
 
+NETWORK_STATUS_ANNOTATION = "k8s.v1.cni.cncf.io/network-status"
+
+
 def _mac(uid: str) -> str:
     digest = hashlib.sha1(uid.encode()).hexdigest()
     return "02:" + ":".join(digest[i:i + 2] for i in range(0, 10, 2))
+
+
+def pod_interface_name(network: dict) -> str:
+    """The launcher Pod's interface of a network: eth0 for the pod network (or a default multus network), else
+    virt-controller's hashed name `pod` + the first 11 hex digits of sha256(network name)."""
+    if "pod" in network or (network.get("multus") or {}).get("default"):
+        return "eth0"
+    return "pod" + hashlib.sha256(network.get("name", "").encode()).hexdigest()[:11]
+
+
+def interface_status(vmi: dict, pod: dict) -> list[dict]:
+    """status.interfaces as virt-handler reports them with a guest agent: one entry per interface of
+    `spec.domain.devices.interfaces` (those with `state: absent` left out; no interfaces: the `default` pod
+    network), in order, with name, mac (the spec's macAddress, else a stable generated one), guest
+    `interfaceName` eth<i>, `podInterfaceName`, queueCount 1, linkState (`down` for `state: down`), and the IPs:
+    the Pod's for the pod network, for a multus network those of its entry (matched by Pod interface name) in the
+    Pod's `k8s.v1.cni.cncf.io/network-status` annotation; infoSource `domain, guest-agent`, plus `multus-status`
+    for networks listed in that annotation."""
+    spec = vmi.get("spec") or {}
+    networks = {n.get("name"): n for n in spec.get("networks") or []}
+    declared = ((spec.get("domain") or {}).get("devices") or {}).get("interfaces")
+    if declared is None:
+        declared = [{"name": name} for name in networks] or [{"name": "default"}]
+        networks = networks or {"default": {"name": "default", "pod": {}}}
+    try:
+        listed = json.loads(annotations(pod).get(NETWORK_STATUS_ANNOTATION) or "[]")
+    except ValueError:
+        listed = []
+    by_pod_interface = {entry.get("interface"): entry for entry in listed if isinstance(entry, dict)}
+    pod_ips = [i.get("ip") for i in status(pod).get("podIPs") or [] if i.get("ip")] or \
+        ([status(pod)["podIP"]] if status(pod).get("podIP") else [])
+    result = []
+    for index, iface in enumerate(i for i in declared if i.get("state") != "absent"):
+        name = iface.get("name", "")
+        network = networks.get(name) or {"name": name, "pod": {}}
+        pod_iface = pod_interface_name(network)
+        entry = by_pod_interface.get(pod_iface)
+        ips = pod_ips if pod_iface == "eth0" else list((entry or {}).get("ips") or [])
+        item = {"infoSource": "domain, guest-agent" + (", multus-status" if entry else ""),
+                "interfaceName": f"eth{index}", "linkState": "down" if iface.get("state") == "down" else "up",
+                "mac": iface.get("macAddress") or _mac(meta(vmi)["uid"] + ("" if index == 0 else name)),
+                "name": name, "podInterfaceName": pod_iface, "queueCount": 1}
+        if ips:
+            item["ipAddress"], item["ipAddresses"] = ips[0], list(ips)
+        result.append(item)
+    return result
 
 
 def _signature(vmi: dict, with_active: bool) -> tuple:
@@ -56,7 +106,7 @@ def _signature(vmi: dict, with_active: bool) -> tuple:
     st = status(vmi)
     conditions = tuple(sorted((c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
                               for c in st.get("conditions") or []))
-    ips = tuple(i.get("ipAddress") for i in st.get("interfaces") or [])
+    ips = tuple((i.get("name"), i.get("ipAddress")) for i in st.get("interfaces") or [])
     active = tuple(sorted((st.get("activePods") or {}).items())) if with_active else None
     return (st.get("phase"), st.get("nodeName"), labels(vmi).get(NODE_NAME_LABEL), conditions, ips, active,
             st.get("evacuationNodeName"))
@@ -209,13 +259,8 @@ class VMIController(Controller):
     def _running_fields(obj: dict, cur: dict, pods: list[dict], ok: bool, reason: str, message: str) -> None:
         st = obj["status"]
         set_condition(obj, "LiveMigratable", "True" if ok else "False", reason, message)
-        pod_ip = status(cur).get("podIP")
-        if pod_ip:
-            network = next((n.get("name") for n in (obj.get("spec") or {}).get("networks") or [] if "pod" in n),
-                           "default")
-            st["interfaces"] = [{"infoSource": "domain, guest-agent", "interfaceName": "eth0", "ipAddress": pod_ip,
-                                 "ipAddresses": [pod_ip], "linkState": "up", "mac": _mac(meta(obj)["uid"]),
-                                 "name": network, "podInterfaceName": "eth0", "queueCount": 1}]
+        if status(cur).get("podIP"):
+            st["interfaces"] = interface_status(obj, cur)
         st["activePods"] = {meta(p)["uid"]: (p.get("spec") or {}).get("nodeName") for p in pods
                             if not pod_terminal(p) and (p.get("spec") or {}).get("nodeName")}
         st["qosClass"] = status(cur).get("qosClass", "Burstable")

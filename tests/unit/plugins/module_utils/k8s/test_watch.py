@@ -107,6 +107,18 @@ def test_the_deadline_ends_the_wait_without_polling():
     script.release.set()
 
 
+def test_wake_every_asks_again_without_events_for_a_caller_that_retries_on_a_timer():
+    script = Script()
+    ws = watchset(Lister([([obj("a", 10)], "10")]), script, seconds=5.0)
+    asked = []
+    ws.start()
+    started = time.monotonic()
+    assert ws.wait(lambda w: len(asked) >= 3 or asked.append(1), wake_every=0.1) is True
+    assert time.monotonic() - started < 1.5 and len(script.versions) == 1   # asked again, no new watch request
+    script.release.set()
+    ws.stop()
+
+
 def test_observer_sees_listed_and_watched_objects():
     seen = []
     script = Script([{"type": "MODIFIED", "object": obj("a", 11, note="x")}])

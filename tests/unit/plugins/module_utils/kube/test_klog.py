@@ -126,3 +126,48 @@ def test_category_swaps_only_between_over_and_under():
     assert [(s["node"], s["before"], s["after"]) for s in swaps] == [("a", "overutilized", "underutilized"), ("b", "underutilized", "overutilized")]
     assert "widen the gap between thresholds and targetThresholds instead of lowering the eviction limits" in swaps[0]["advice"]
     assert klog.category_swaps([], after) == [] and klog.category_swaps(None, None) == []
+
+
+# The lines as descheduler v0.36 prints them: the plugin logger's values before the call's pairs, `usage` before
+# `usagePercentage`, the per-extension-point total whose key has a space (klog prints keys as they are).
+V036 = [
+    'I1201 12:00:00.000001       1 descheduler.go:427] Resetting pod evictor counters',
+    'I1201 12:00:00.000002       1 lownodeutilization.go:215] "Node has been classified" plugin="LowNodeUtilization" '
+    'ExtensionPoint="Balance" category="underutilized" node="worker-b" usage={"cpu":"6600m","memory":"5836Mi","pods":"1"} '
+    'usagePercentage={"cpu":66,"memory":57,"pods":5}',
+    'I1201 12:00:00.000003       1 lownodeutilization.go:215] "Node has been classified" plugin="LowNodeUtilization" '
+    'ExtensionPoint="Balance" category="overutilized" node="worker-a" usage={"cpu":"6600m","memory":"7372Mi","pods":"3"} '
+    'usagePercentage={"cpu":66,"memory":72,"pods":15}',
+    'I1201 12:00:00.000004       1 lownodeutilization.go:241] "Node is appropriately utilized" plugin="LowNodeUtilization" '
+    'ExtensionPoint="Balance" node="worker-c" usage={"cpu":"5","memory":"5Gi","pods":"4"} usagePercentage={"cpu":50,"memory":50,"pods":4}',
+    'I1201 12:00:00.000005       1 nodeutilization.go:200] "Pods on node" node="worker-a" allPods=3 nonRemovablePods=1 removablePods=2',
+    'I1201 12:00:00.000006       1 evictions.go:548] "Eviction in background assumed" pod="desched-test/virt-launcher-vm-1-x7k2p"',
+    'I1201 12:00:00.000007       1 profile.go:376] "Total number of evictions/requests" extension point="Balance" evictedPods=0 '
+    'evictionRequests=1',
+    'I1201 12:00:00.000008       1 descheduler.go:442] "Number of evictions/requests" totalEvicted=0 evictionRequests=1',
+]
+
+
+def test_v036_lines_carry_the_plugin_logger_values_and_usage():
+    record = klog.parse_line(V036[2], year=2026)
+    assert record["source"] == "lownodeutilization.go:215" and record["message"] == "Node has been classified"
+    assert record["fields"] == {"plugin": "LowNodeUtilization", "ExtensionPoint": "Balance", "category": "overutilized",
+                                "node": "worker-a", "usage": {"cpu": "6600m", "memory": "7372Mi", "pods": "3"},
+                                "usagePercentage": {"cpu": 66, "memory": 72, "pods": 15}}
+
+
+def test_a_key_with_a_space_is_one_key():
+    fields = klog.parse_line(V036[6], year=2026)["fields"]
+    assert fields == {"extension point": "Balance", "evictedPods": 0, "evictionRequests": 1}
+
+
+def test_run_summary_reads_the_v036_lines():
+    summary = klog.run_summary(klog.parse_lines(V036, year=2026))
+    assert summary["classification"] == [
+        {"node": "worker-b", "usage_percent": {"cpu": 66, "memory": 57, "pods": 5}, "category": "underutilized"},
+        {"node": "worker-a", "usage_percent": {"cpu": 66, "memory": 72, "pods": 15}, "category": "overutilized"},
+        {"node": "worker-c", "usage_percent": {"cpu": 50, "memory": 50, "pods": 4}, "category": "appropriately_utilized"}]
+    assert summary["pods_on_node"] == [{"node": "worker-a", "all": 3, "non_removable": 1, "removable": 2}]
+    assert [item["pod"] for item in summary["background_evictions"]] == ["desched-test/virt-launcher-vm-1-x7k2p"]
+    assert summary["totals"] == {"total_evicted": 0, "eviction_requests": 1}
+    assert summary["errors"] == [] and summary["stop_reason"] is None

@@ -219,17 +219,22 @@ def test_evict_annotation_bypasses_every_filter():
     assert evicted(planner.plan_policy(policy(), nodes, pods)) == ["x"]
 
 
+NOT_FIT = "pod does not fit on any other node because of nodeSelector(s), Taint(s), or nodes marked as unschedulable"
+
+
 def test_node_fit():
     big = pod("x", "worker-a", memory=95)
     nodes, pods = two_nodes([big], b_memory=10)
+    # nodeFit tries every Ready node (the evictor has no nodeSelector here): the control plane too, kept out by its taint
+    nodes[2]["spec"]["taints"] = [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
     result = planner.plan_policy(policy(evictor={"nodeFit": True}), nodes, pods)
-    assert result["profiles"][0]["candidates"][0]["reason"] == "pod does not fit on any other node (nodeFit)"
+    assert result["profiles"][0]["candidates"][0]["reason"] == NOT_FIT
     assert evicted(planner.plan_policy(policy(evictor={"nodeFit": False}), nodes, pods)) == ["x"]
     tainted = copy.deepcopy(nodes)
     tainted[1]["spec"]["taints"] = [{"key": "maintenance", "effect": "NoSchedule"}]
     small = [pod("y", "worker-a", memory=70)] + pods[1:]
     result = planner.plan_policy(policy(evictor={"nodeFit": True}), tainted, small)
-    assert result["profiles"][0]["candidates"][0]["reason"] == "pod does not fit on any other node (nodeFit)"
+    assert result["profiles"][0]["candidates"][0]["reason"] == NOT_FIT
     small[0]["spec"]["tolerations"] = [{"key": "maintenance", "operator": "Exists"}]
     assert evicted(planner.plan_policy(policy(evictor={"nodeFit": True}), tainted, small)) == ["y"]
 
