@@ -174,12 +174,10 @@ class WatchSet:
                 return False
             try:
                 item = self._events.get(timeout=min(remaining, wake_every) if wake_every else remaining)
-            except queue.Empty:
-                if wake_every and self.remaining() > 0:
-                    if predicate(self):
-                        return True
-                    continue
-                return bool(predicate(self))
+            except queue.Empty:   # woken up, or the deadline: ask once more (the loop's top ends at the deadline)
+                if predicate(self):
+                    return True
+                continue
             self._apply(item)
             while True:
                 try:

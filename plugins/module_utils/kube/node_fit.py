@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional
 
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import labels, meta
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import amount, pod_requests
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import match_label_selector
 
@@ -41,10 +42,6 @@ def _spec(obj: dict) -> dict:
     return obj.get("spec") or {}
 
 
-def _labels(obj: dict) -> Dict[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
 def is_ready(node: dict) -> bool:
     """nodeutil.IsReady: only a Ready condition that is not True makes a node not ready (none at all is ready)."""
     return all(c.get("status") == "True" for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready")
@@ -54,20 +51,20 @@ def _as_int(text: str) -> Optional[int]:
     return int(text) if _INTEGER_RE.match(text or "") else None
 
 
-def _expression_matches(expression: dict, labels: Dict[str, str]) -> bool:
+def _expression_matches(expression: dict, node_labels: Dict[str, str]) -> bool:
     key, op, values = expression.get("key", ""), expression.get("operator"), list(expression.get("values") or [])
     if op == "In":
-        return key in labels and labels[key] in values
+        return key in node_labels and node_labels[key] in values
     if op == "NotIn":
-        return key not in labels or labels[key] not in values
+        return key not in node_labels or node_labels[key] not in values
     if op == "Exists":
-        return key in labels
+        return key in node_labels
     if op == "DoesNotExist":
-        return key not in labels
+        return key not in node_labels
     if op in ("Gt", "Lt"):
         # one integer value; a label that is missing or not an integer never matches
         bound = _as_int(values[0]) if len(values) == 1 else None
-        value = _as_int(labels[key]) if key in labels else None
+        value = _as_int(node_labels[key]) if key in node_labels else None
         if bound is None or value is None:
             return False
         return value > bound if op == "Gt" else value < bound
@@ -78,7 +75,7 @@ def _field_matches(expression: dict, node: dict) -> bool:
     values = list(expression.get("values") or [])
     if expression.get("key") != "metadata.name" or len(values) != 1:
         return False
-    name = (node.get("metadata") or {}).get("name")
+    name = meta(node).get("name")
     if expression.get("operator") == "In":
         return name == values[0]
     if expression.get("operator") == "NotIn":
@@ -91,14 +88,14 @@ def term_matches(term: dict, node: dict) -> bool:
     expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
     if not expressions and not fields:
         return False
-    labels = _labels(node)
-    return all(_expression_matches(e, labels) for e in expressions) and all(_field_matches(f, node) for f in fields)
+    node_labels = labels(node)
+    return all(_expression_matches(e, node_labels) for e in expressions) and all(_field_matches(f, node) for f in fields)
 
 
 def matches_node_selector(pod: dict, node: dict) -> bool:
     """The Pod's nodeSelector and required node affinity against the node (preferred affinity never counts)."""
-    labels = _labels(node)
-    if any(labels.get(k) != v for k, v in (_spec(pod).get("nodeSelector") or {}).items()):
+    node_labels = labels(node)
+    if any(node_labels.get(k) != v for k, v in (_spec(pod).get("nodeSelector") or {}).items()):
         return False
     required = ((_spec(pod).get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is None:
@@ -125,14 +122,15 @@ def tolerates_node(pod: dict, node: dict) -> bool:
                for taint in _spec(node).get("taints") or [] if taint.get("effect") in FIT_EFFECTS)
 
 
-def _allocatable(node: dict, resource: str) -> Optional[int]:
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
-    if value is None:
-        return None
-    try:
-        return amount(resource, value)
-    except ValueError:
-        return None
+def allocatable(node: dict) -> Dict[str, int]:
+    """The node's allocatable resources as amounts (a quantity that does not parse is left out)."""
+    result = {}
+    for resource, value in ((node.get("status") or {}).get("allocatable") or {}).items():
+        try:
+            result[resource] = amount(resource, value)
+        except ValueError:
+            continue
+    return result
 
 
 def node_usage(pods_on_node: List[dict]) -> Dict[str, int]:
@@ -144,16 +142,17 @@ def node_usage(pods_on_node: List[dict]) -> Dict[str, int]:
     return used
 
 
-def insufficient(pod: dict, node: dict, used: Dict[str, int]) -> Optional[str]:
-    """fitsRequest: `insufficient <resource>` for the first requested resource (by name; upstream's order is a Go
-    map's) that does not fit, then `insufficient pods` when no Pod slot is left."""
+def insufficient(pod: dict, capacity: Dict[str, int], used: Dict[str, int]) -> Optional[str]:
+    """fitsRequest against a node's `allocatable` and `node_usage`: `insufficient <resource>` for the first requested
+    resource (by name; upstream's order is a Go map's) that does not fit, then `insufficient pods` when no Pod slot
+    is left."""
     requests = pod_requests(pod)
     for resource in sorted(requests):
         if resource == "pods":
             continue
-        if requests[resource] > (_allocatable(node, resource) or 0) - used.get(resource, 0):
+        if requests[resource] > capacity.get(resource, 0) - used.get(resource, 0):
             return "insufficient {0}".format(resource)
-    if (_allocatable(node, "pods") or 0) - used.get("pods", 0) <= 0:
+    if capacity.get("pods", 0) - used.get("pods", 0) <= 0:
         return "insufficient pods"
     return None
 
@@ -165,29 +164,31 @@ def _anti_affinity_terms(pod: dict) -> List[dict]:
 def matches_anti_affinity(pod: dict, node: dict, pods_on_node: List[dict]) -> bool:
     """podMatchesInterPodAntiAffinity: the Pod's required anti-affinity terms against the Pods on the node
     (`namespaces` or else the Pod's own namespace; a null label selector selects nothing)."""
-    meta = pod.get("metadata") or {}
+    own = meta(pod)
     for term in _anti_affinity_terms(pod):
-        namespaces = term.get("namespaces") or [meta.get("namespace")]
-        if term.get("topologyKey") not in _labels(node):
+        namespaces = term.get("namespaces") or [own.get("namespace")]
+        if term.get("topologyKey") not in labels(node):
             continue
         for other in pods_on_node:
-            other_meta = other.get("metadata") or {}
-            if other_meta.get("name") == meta.get("name") or other_meta.get("namespace") not in namespaces:
+            other_meta = meta(other)
+            if other_meta.get("name") == own.get("name") or other_meta.get("namespace") not in namespaces:
                 continue
-            if match_label_selector(term.get("labelSelector"), other_meta.get("labels") or {}):
+            if match_label_selector(term.get("labelSelector"), labels(other)):
                 return True
     return False
 
 
-def node_fit_error(pod: dict, node: dict, pods_on_node: List[dict], used: Optional[Dict[str, int]] = None) -> Optional[str]:
+def node_fit_error(pod: dict, node: dict, pods_on_node: List[dict], used: Optional[Dict[str, int]] = None,
+                   capacity: Optional[Dict[str, int]] = None) -> Optional[str]:
     """Why the Pod does not fit the node, in NodeFit's words; None when it fits. `pods_on_node`: the node's
-    non-finished Pods; `used`: their `node_usage` when the caller keeps it."""
+    non-finished Pods; `used` and `capacity`: their `node_usage` and the node's `allocatable` when the caller keeps
+    them (a plan asks about every node for every Pod)."""
     if not matches_node_selector(pod, node):
         return NO_MATCH
     if not tolerates_node(pod, node):
         return UNTOLERATED
-    if _spec(pod).get("nodeName") != (node.get("metadata") or {}).get("name"):
-        reason = insufficient(pod, node, node_usage(pods_on_node) if used is None else used)
+    if _spec(pod).get("nodeName") != meta(node).get("name"):
+        reason = insufficient(pod, allocatable(node) if capacity is None else capacity, node_usage(pods_on_node) if used is None else used)
         if reason:
             return reason
     if _spec(node).get("unschedulable"):

@@ -37,7 +37,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.descheduler import protections
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import annotations, labels, meta
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import NOT_FIT, is_ready, node_fit_error, node_usage
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import NOT_FIT, allocatable, is_ready, node_fit_error, node_usage
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.qos import pod_qos as qos_class
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import (
     DEFAULT_EVICTOR,
@@ -45,7 +45,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.mode
     enabled_plugins,
     plugin_config,
 )
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import amount, pod_requests
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import pod_requests
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import (
     match_label_selector,
     matches_selector_string,
@@ -82,16 +82,6 @@ def active_pods(pods: List[dict]) -> Dict[str, List[dict]]:
         if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
             by_node.setdefault(node, []).append(pod)
     return by_node
-
-
-def allocatable(node: dict) -> Dict[str, int]:
-    result = {}
-    for resource, value in ((node.get("status") or {}).get("allocatable") or {}).items():
-        try:
-            result[resource] = amount(resource, value)
-        except ValueError:
-            continue
-    return result
 
 
 def percentages(usage: Dict[str, int], capacity: Dict[str, int], resources: Sequence[str]) -> Dict[str, float]:
@@ -132,6 +122,7 @@ class State:
         self.pods_by_node = pods_by_node
         self.fit_nodes = list(fit_nodes)
         self.fit_usage = {meta(n)["name"]: node_usage(pods_by_node.get(meta(n)["name"], [])) for n in self.fit_nodes}
+        self.fit_capacity = {meta(n)["name"]: allocatable(n) for n in self.fit_nodes}
 
     def fit_errors(self, pod: dict, source: str) -> Optional[Dict[str, str]]:
         """PodFitsAnyOtherNode: None when the Pod fits another node, else NodeFit's error per node tried."""
@@ -140,7 +131,7 @@ class State:
             name = meta(node)["name"]
             if name == source:
                 continue
-            error = node_fit_error(pod, node, self.pods_by_node.get(name, []), self.fit_usage[name])
+            error = node_fit_error(pod, node, self.pods_by_node.get(name, []), self.fit_usage[name], self.fit_capacity[name])
             if error is None:
                 return None
             errors[name] = error

@@ -217,9 +217,8 @@ class Drain:
         vmims = ws.objects("vmims")
         pods = ws.cache.get("pods", {})
         for item in self.items:
-            if item["state"] == "retry" and item["kind"] == "pod" and (item["namespace"], item["name"]) not in pods:
-                item["state"], item["result"] = "done", {"result": "evicted"}   # gone with its owner (a hotplug Pod)
-            if item["state"] != "requested":
+            # a Pod whose eviction is refused for now may still go (a hotplug Pod goes with its VM's launcher)
+            if item["state"] != "requested" and not (item["kind"] == "pod" and item["state"] == "retry"):
                 continue
             if item["kind"] == "pod":
                 pod = pods.get((item["namespace"], item["name"]))
