@@ -214,15 +214,21 @@ def _secret(obj: dict) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ apps/v1
-def _deployment(obj: dict) -> None:
-    spec = obj.setdefault("spec", {})
-    spec.setdefault("replicas", 1)
-    strategy = spec.setdefault("strategy", {})
+def _rolling_update(spec: dict, field: str, **limits) -> None:
+    """A Deployment's `strategy` or a DaemonSet's `updateStrategy`: type RollingUpdate unless set, and for that type
+    the `rollingUpdate` limits."""
+    strategy = spec.setdefault(field, {})
     strategy.setdefault("type", "RollingUpdate")
     if strategy["type"] == "RollingUpdate":
         rolling = strategy.setdefault("rollingUpdate", {})
-        rolling.setdefault("maxUnavailable", "25%")
-        rolling.setdefault("maxSurge", "25%")
+        for name, value in limits.items():
+            rolling.setdefault(name, value)
+
+
+def _deployment(obj: dict) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    _rolling_update(spec, "strategy", maxUnavailable="25%", maxSurge="25%")
     spec.setdefault("revisionHistoryLimit", 10)
     spec.setdefault("progressDeadlineSeconds", 600)
     _pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
@@ -230,12 +236,7 @@ def _deployment(obj: dict) -> None:
 
 def _daemonset(obj: dict) -> None:
     spec = obj.setdefault("spec", {})
-    strategy = spec.setdefault("updateStrategy", {})
-    strategy.setdefault("type", "RollingUpdate")
-    if strategy["type"] == "RollingUpdate":
-        rolling = strategy.setdefault("rollingUpdate", {})
-        rolling.setdefault("maxUnavailable", 1)
-        rolling.setdefault("maxSurge", 0)
+    _rolling_update(spec, "updateStrategy", maxUnavailable=1, maxSurge=0)
     spec.setdefault("revisionHistoryLimit", 10)
     _pod_spec(spec.setdefault("template", {}).setdefault("spec", {}))
 

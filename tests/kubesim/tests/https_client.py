@@ -1,6 +1,6 @@
-"""Requests to a Simulator running in this process, as a client of its HTTPS API: JSON in and out over TLS verified
-against the run's CA, with an optional bearer token, client certificate or User-Agent; and kubectl with a kubeconfig
-written for the run."""
+"""Requests to a simulator running in this process: JSON in and out, over TLS verified against the run's CA for a
+Simulator, over plain HTTP for a bare KubeSimServer (raw_http.py), with an optional bearer token, client certificate,
+Accept header or User-Agent; and kubectl with a kubeconfig written for a Simulator's run."""
 from __future__ import annotations
 
 import json
@@ -29,15 +29,18 @@ def started(scenario: str, workdir: Path | None = None) -> Iterator[Simulator]:
 
 
 def call(sim, method: str, path: str, body: Any = None, content_type: str = "application/json", *,
-         token: str | None = None, pair=None, user_agent: str | None = None, context=None) -> tuple[int, Any]:
-    """The status and body (JSON parsed, other types as text) of one request; `pair` is a client certificate of
-    the run, `context` an SSL context that replaces the run's."""
+         token: str | None = None, pair=None, accept: str | None = None, user_agent: str | None = None,
+         context=None) -> tuple[int, Any]:
+    """The status and body (JSON parsed, other types as text) of one request to `sim` (a Simulator, or a plain
+    KubeSimServer); `pair` is a client certificate of the run, `context` an SSL context that replaces the run's."""
     headers = {"Content-Type": content_type, **({"Authorization": f"Bearer {token}"} if token else {}),
-               **({"User-Agent": user_agent} if user_agent else {})}
+               **({"Accept": accept} if accept else {}), **({"User-Agent": user_agent} if user_agent else {})}
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(sim.url + path, data=data, method=method, headers=headers)
+    if context is None and isinstance(sim, Simulator):
+        context = sim.client_context(pair)
     try:
-        with urllib.request.urlopen(request, timeout=10, context=context or sim.client_context(pair)) as response:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
             return response.status, _body(response)
     except urllib.error.HTTPError as err:
         return err.code, _body(err)

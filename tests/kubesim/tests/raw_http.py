@@ -1,6 +1,6 @@
 """Raw HTTP against a KubeSimServer in this process, for the tests of lists, watches and content negotiation: a
-server over one bare cluster (no controllers, so resourceVersions are exact), plain requests, and a watch stream
-read line by line in a thread."""
+server over one bare cluster (no controllers, so resourceVersions are exact; requests go through
+https_client.call), and a watch stream read line by line in a thread."""
 from __future__ import annotations
 
 import http.client
@@ -8,8 +8,6 @@ import json
 import queue
 import socket
 import threading
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -37,20 +35,6 @@ def serving() -> Iterator[KubeSimServer]:
 
 def cluster_of(server: KubeSimServer):
     return server.clusters["workload"]
-
-
-def call(server: KubeSimServer, method: str, path: str, body=None, accept: str | None = None,
-         content_type: str = "application/json") -> tuple[int, dict]:
-    headers = {"Content-Type": content_type}
-    if accept is not None:
-        headers["Accept"] = accept
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(server.url + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
 
 
 def configmap(name: str, labels: dict | None = None, **data) -> dict:

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from kubesim import listoptions
-from raw_http import CMS, call, cluster_of, configmap, serving
+from https_client import call
+from raw_http import CMS, cluster_of, configmap, serving
 
 
 @pytest.fixture

@@ -4,7 +4,8 @@ list, the first acceptable clause of the Accept header wins (by quality), an `as
 clause unacceptable and no acceptable clause is 406, as is a transform that does not fit (a list as one object)."""
 import pytest
 
-from raw_http import CMS, NS, VMIS, Stream, call, cluster_of, configmap, serving
+from https_client import call
+from raw_http import CMS, NS, VMIS, Stream, cluster_of, configmap, serving
 
 POM = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 POML = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from kubesim import listoptions
-from raw_http import CMS, NS, VMIS, Stream, call, cluster_of, configmap, serving
+from https_client import call
+from raw_http import CMS, NS, VMIS, Stream, cluster_of, configmap, serving
 
 WATCH_LIST = "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
 
