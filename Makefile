@@ -16,7 +16,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_HOME := $(ROOT)/.cache/ansible
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help demo test venv collections sanity lint docs unit integration kubesim bench molecule build clean distclean
+.PHONY: help demo test test-cluster venv collections sanity lint docs unit integration kubesim bench molecule build clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -26,6 +26,12 @@ demo: collections  ## the main job: rebalance the simulator (two workers) with p
 
 test: collections  ## run every test tier that exists; prints `test-suite: N passed, N failed`
 	@scripts/run-tests.sh
+
+# The staging cluster is named on the command line only: a KUBECONFIG from the environment may point anywhere.
+test-cluster: collections  ## cluster-safe integration tests on a real cluster: KUBECONFIG=path [CONTEXT=name] [TEST_VARS='{json}']
+	@if [[ "$(origin KUBECONFIG)" != "command line" ]]; then \
+		echo "make test-cluster: name the cluster on the command line: make test-cluster KUBECONFIG=/path/to/kubeconfig [CONTEXT=name]" >&2; exit 2; fi
+	@scripts/run-tests.sh cluster
 
 venv:  ## create .venv (Python 3.12) with the pinned packages of requirements-dev.txt
 	@scripts/bootstrap.sh venv

@@ -3,6 +3,9 @@
 #   venv         .venv with Python 3.12 and the pinned packages of requirements-dev.txt
 #   collections  .collections/ansible_collections/{kubevirt_ops/rebalance,kubernetes/core}
 #   all          both (default)
+#   debs         the Debian packages of tests/debian-packages.txt that are missing (chromium for the HTML report
+#                test), with apt-get as root or through sudo; run by scripts/run-tests.sh before the tiers that
+#                need them, not by `all`: the demo and the docs need no browser, and apt-get needs root
 # A second run with unchanged inputs does nothing and takes milliseconds.
 set -euo pipefail
 
@@ -10,6 +13,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ROOT}/.venv"
 COLLECTIONS="${ROOT}/.collections"
 DOWNLOADS="${ROOT}/.cache/downloads"
+DEBIAN_PACKAGES="${ROOT}/tests/debian-packages.txt"
 
 # kubernetes.core comes from the `ansible` community package on PyPI (Galaxy is not reachable from
 # every machine this runs on). ansible 14.x is the release built on ansible-core 2.21.
@@ -123,9 +127,36 @@ EOF
     done
 }
 
+# Installed means dpkg's status `installed` (dpkg -s also answers for removed packages that left their config files).
+# Nothing missing: one dpkg-query per package and no output. Something missing: apt-get update first (a clean
+# machine has no package lists), then apt-get install without recommends; sudo -n, so a password prompt fails
+# instead of hanging a CI run.
+ensure_debian_packages() {
+    local name
+    local -a wanted=() missing=() as_root=()
+    if ! command -v dpkg-query >/dev/null; then
+        log "no dpkg-query (not Debian): install the packages of ${DEBIAN_PACKAGES#"${ROOT}/"} with the system's package manager"
+        return 0
+    fi
+    mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "${DEBIAN_PACKAGES}")
+    for name in "${wanted[@]}"; do
+        [[ "$(dpkg-query -W -f='${db:Status-Status}' "${name}" 2>/dev/null)" == installed ]] || missing+=("${name}")
+    done
+    ((${#missing[@]})) || return 0
+    if ((EUID != 0)); then
+        command -v sudo >/dev/null || die "Debian packages missing (${missing[*]}) and not root: install them as root"
+        as_root=(sudo -n)
+    fi
+    log "installing Debian packages: ${missing[*]}"
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || die "apt-get update failed"
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+        || die "apt-get install ${missing[*]} failed"
+}
+
 case "${1:-all}" in
     venv) ensure_venv ;;
     collections) ensure_venv; ensure_collections ;;
     all) ensure_venv; ensure_collections ;;
-    *) die "usage: $0 [venv|collections|all]" ;;
+    debs) ensure_debian_packages ;;
+    *) die "usage: $0 [venv|collections|all|debs]" ;;
 esac

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The main job, run by `make demo`: start the simulator with the rebalance-two-workers scenario (the rebalance
-# page's verification setting), show the cluster with the real kubectl, run playbooks/rebalance.yml end to end
-# against it (preflight, backup, apply the page's bounded policy, validate one live migration by the five
-# checks, roll back at the end) and print the Markdown report. Reports and backups go to .cache/demo/.
+# The main job, run by `make demo`: start the simulator with the rehearsal scenario (KubeVirt, the Descheduler
+# package and other workloads, no test VMs), show the cluster with the real kubectl, run playbooks/rehearse.yml end
+# to end against it (preflight, size the imbalance from the cluster and predict it, create the test VMs, back up,
+# apply the bounded policy, validate the live migration by the five checks, compare with the prediction, clean up)
+# and print the Markdown report; the HTML report lies next to it. Reports and backups go to .cache/demo/.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
-SCENARIO="${DEMO_SCENARIO:-rebalance-two-workers}"
+SCENARIO="${DEMO_SCENARIO:-rehearsal}"
 STATE="${ROOT}/.cache/demo"
 KUBECONFIG_FILE="${STATE}/kubeconfig"
 READY_TIMEOUT="${DEMO_READY_TIMEOUT:-60}"
@@ -64,24 +65,25 @@ show -n descheduler get cronjob,configmap -l app.kubernetes.io/name=descheduler
 RUN="${STATE}/run"
 rm -rf "${RUN}"
 mkdir -p "${RUN}"
-say "ansible-playbook -i inventories/simulator playbooks/rebalance.yml -e rebalance_rollback_at_end=true"
+say "ansible-playbook -i inventories/simulator playbooks/rehearse.yml"
 # The playbook runs from .cache/demo/run so that its reports/ and backups/ land there.
 if ! (cd "${RUN}" && KUBESIM_KUBECONFIG="${KUBECONFIG_FILE}" ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-1}" \
-        ansible-playbook -i "${ROOT}/inventories/simulator" "${ROOT}/playbooks/rebalance.yml" \
-        -e '{"rebalance_rollback_at_end": true, "rebalance_trigger": "create", "rebalance_cycles": 1}' \
-        -e rebalance_report_show=false >"${RUN}/ansible.log" 2>&1); then
+        ansible-playbook -i "${ROOT}/inventories/simulator" "${ROOT}/playbooks/rehearse.yml" \
+        -e rehearse_report_show=false >"${RUN}/ansible.log" 2>&1); then
     tail -n 40 "${RUN}/ansible.log" >&2
-    REPORT="$(find "${RUN}/reports" -name 'rebalance-*.md' 2>/dev/null | head -n 1)"
+    REPORT="$(find "${RUN}/reports" -name 'rehearse-*.md' 2>/dev/null | head -n 1)"
     [[ -n "${REPORT}" ]] && cat "${REPORT}"
-    die "the rebalance failed; full output: ${RUN#"${ROOT}/"}/ansible.log"
+    die "the rehearsal failed; full output: ${RUN#"${ROOT}/"}/ansible.log"
 fi
 grep -E '^(PLAY RECAP|workload +:)' "${RUN}/ansible.log" || true
 
-REPORT="$(find "${RUN}/reports" -name 'rebalance-*.md' | head -n 1)"
+REPORT="$(find "${RUN}/reports" -name 'rehearse-*.md' | head -n 1)"
 [[ -n "${REPORT}" ]] || die "the playbook wrote no report under ${RUN#"${ROOT}/"}/reports"
-say "the report (${REPORT#"${ROOT}/"}, JSON next to it)"
+say "the report (${REPORT#"${ROOT}/"}; JSON and HTML next to it: ${REPORT%.md}.html)"
 cat "${REPORT}"
 
+say "what the rehearsal left: no test namespace, the package's policy, no ResourcePatch, the CronJob resumed"
+show get namespace kubevirt-ops-rehearsal --ignore-not-found
 show -n descheduler get resourcepatch
 show -n descheduler get cronjob descheduler -o jsonpath='{.spec.suspend}{"\n"}'
 

@@ -6,7 +6,7 @@
 #   scripts/run-tests.sh unit sanity     only the named tiers
 #
 # Tiers: unit, integration, kubesim (pytest), sanity (ansible-test), lint (ansible-lint), docs (antsibull-docs),
-# molecule.
+# molecule; and cluster (`make test-cluster`, only when named: it runs against the cluster $KUBECONFIG names).
 # A tier with nothing to run (no test files, no scenarios) is reported as "no tests" and counts
 # neither as passed nor as failed. A pytest tier that has test files but collects none fails.
 # Expects the environment `make` sets up (scripts/bootstrap.sh, PATH with .venv/bin,
@@ -184,18 +184,62 @@ molecule_tier() {
     fi
 }
 
+# ---- cluster (make test-cluster) -------------------------------------------------------------
+# The integration tests not marked `simulator` against the cluster $KUBECONFIG (and $CONTEXT) names, with $TEST_VARS
+# (a JSON object) as extra variables: tests/support/cluster.py reads them as KUBEVIRT_OPS_TEST_*. One test at a time
+# (no xdist): the cluster is shared and the tests leave it as they found it.
+cluster_tier() {
+    local start rc kubeconfig="${KUBECONFIG:-}"
+    # relative to where the script was called from (OLDPWD: the `cd` above)
+    [[ -z "${kubeconfig}" || "${kubeconfig}" == /* ]] || kubeconfig="${OLDPWD}/${kubeconfig}"
+    if [[ -z "${kubeconfig}" ]]; then
+        record cluster failed 0 "KUBECONFIG is not set: make test-cluster KUBECONFIG=/path/to/kubeconfig [CONTEXT=name] [TEST_VARS='{...}']"
+        return
+    fi
+    if [[ ! -f "${kubeconfig}" || ! -r "${kubeconfig}" ]]; then
+        record cluster failed 0 "KUBECONFIG=${kubeconfig} is not a readable file"
+        return
+    fi
+    if ! command -v kubectl >/dev/null; then
+        record cluster failed 0 "kubectl is not on PATH (the tests drive it)"
+        return
+    fi
+    if ! python -c 'import json, sys; assert isinstance(json.loads(sys.argv[1] or "{}"), dict)' "${TEST_VARS:-}" 2>/dev/null; then
+        record cluster failed 0 "TEST_VARS is not a JSON object: ${TEST_VARS:-}"
+        return
+    fi
+    banner "cluster: pytest -m 'not simulator' tests/integration against ${kubeconfig}${CONTEXT:+ context ${CONTEXT}}"
+    start=${SECONDS}
+    KUBEVIRT_OPS_TEST_KUBECONFIG="${kubeconfig}" KUBEVIRT_OPS_TEST_CONTEXT="${CONTEXT:-}" KUBEVIRT_OPS_TEST_VARS="${TEST_VARS:-}" \
+        python -m pytest -p no:xdist -m "not simulator" tests/integration
+    rc=$?
+    case ${rc} in
+        0) record cluster passed $((SECONDS - start)) "against ${kubeconfig}${CONTEXT:+ context ${CONTEXT}}" ;;
+        5) record cluster failed $((SECONDS - start)) "no test without the simulator marker was collected" ;;
+        *) record cluster failed $((SECONDS - start)) "pytest exit code ${rc}" ;;
+    esac
+}
+
+# The Debian packages the tier's tests need (chromium for the HTML report); a tier without them fails, saying why.
+debian_packages_for() {  # tier
+    scripts/bootstrap.sh debs && return 0
+    record "$1" failed 0 "scripts/bootstrap.sh debs could not install tests/debian-packages.txt"
+    return 1
+}
+
 run_tier() {
     case "$1" in
         unit) pytest_tier unit tests/unit ;;
         # Integration tests mostly wait on simulated clusters and Ansible start-up, so two workers (one test file
         # each: module-scoped simulators stay in one process) roughly halve the wall time on two cores.
-        integration) pytest_tier integration tests/integration -n "${INTEGRATION_WORKERS:-2}" --dist loadfile ;;
+        integration) debian_packages_for integration && pytest_tier integration tests/integration -n "${INTEGRATION_WORKERS:-2}" --dist loadfile ;;
         kubesim) pytest_tier kubesim tests/kubesim/tests ;;
         sanity) sanity_tier ;;
         lint) lint_tier ;;
         docs) docs_tier ;;
         molecule) molecule_tier ;;
-        *) printf 'run-tests: unknown tier %s (known: %s)\n' "$1" "${ALL_TIERS[*]}" >&2; exit 2 ;;
+        cluster) debian_packages_for cluster && cluster_tier ;;
+        *) printf 'run-tests: unknown tier %s (known: %s cluster)\n' "$1" "${ALL_TIERS[*]}" >&2; exit 2 ;;
     esac
 }
 

@@ -158,15 +158,29 @@ def run_ansible_module(sim, module: str, args: dict, check: bool = False, diff: 
     return result
 
 
-def run_playbook(sim, playbook: Path, variables: Optional[dict] = None, check: bool = False, expect_failure: Optional[bool] = False,
+def target_workdir(target) -> Path:
+    """Where runs against `target` keep their files: a Cluster's `workdir` (a real kubeconfig sits among the user's
+    files), else the folder of the simulator's kubeconfig."""
+    return Path(getattr(target, "workdir", None) or Path(target.kubeconfig).parent)
+
+
+def connection_vars(target, variables: Optional[dict]) -> dict:
+    """`variables` with the target's `kubeconfig`, and its `context` when it has one, unless they set them."""
+    defaults = {"kubeconfig": target.kubeconfig}
+    if getattr(target, "context", None):
+        defaults["context"] = target.context
+    return {**defaults, **(variables or {})}
+
+
+def run_playbook(target, playbook: Path, variables: Optional[dict] = None, check: bool = False, expect_failure: Optional[bool] = False,
                  name: str = "run", options: tuple = (), env: Optional[dict] = None) -> PlaybookRun:
-    """Run the playbook file `playbook` on localhost against `sim` with `variables` as extra vars (`kubeconfig` is the
-    simulator's unless given), ansible-playbook `options` and more environment `env`. `expect_failure` True/False
-    asserts the outcome; None accepts either."""
-    workdir = Path(sim.kubeconfig).parent / "ansible-runs" / name
+    """Run the playbook file `playbook` on localhost against `target` (a KubeSim or a support.cluster.Cluster) with
+    `variables` as extra vars (the target's `kubeconfig` and `context` unless given), ansible-playbook `options` and
+    more environment `env`. `expect_failure` True/False asserts the outcome; None accepts either."""
+    workdir = target_workdir(target) / "ansible-runs" / name
     workdir.mkdir(parents=True, exist_ok=True)
     extra = workdir / "vars.json"
-    extra.write_text(json.dumps({"kubeconfig": sim.kubeconfig, **(variables or {})}))
+    extra.write_text(json.dumps(connection_vars(target, variables)))
     command = [str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(workdir)), str(playbook), "-e", "@" + str(extra)]
     command += (["--check"] if check else []) + list(options)
     process = _run(command, workdir, env)
@@ -174,17 +188,18 @@ def run_playbook(sim, playbook: Path, variables: Optional[dict] = None, check: b
     return PlaybookRun(process.returncode, process.stdout, process.stderr, None)
 
 
-def run_role(sim, role: str, variables: dict, check: bool = False, expect_failure: Optional[bool] = False, fact: Optional[str] = None,
+def run_role(target, role: str, variables: dict, check: bool = False, expect_failure: Optional[bool] = False, fact: Optional[str] = None,
              name: str = "run") -> PlaybookRun:
-    """Run the collection's `role` with `variables` (extra vars) in a generated play with the connection in
-    `module_defaults`; the run's `result` is the role's result fact (`<role>_result` unless `fact`), null when unset."""
-    workdir = Path(sim.kubeconfig).parent / "ansible-runs" / name
+    """Run the collection's `role` against `target` (as run_playbook) with `variables` (extra vars) in a generated play
+    with the connection in `module_defaults`; the run's `result` is the role's result fact (`<role>_result` unless
+    `fact`), null when unset."""
+    workdir = target_workdir(target) / "ansible-runs" / name
     workdir.mkdir(parents=True, exist_ok=True)
     playbook = workdir / "play.yml"
     playbook.write_text(ROLE_PLAY % {"role": role, "fact": fact or role + "_result"})
     result_file = workdir / "result.json"
     result_file.unlink(missing_ok=True)
-    run = run_playbook(sim, playbook, {"ansible_run_result_file": str(result_file), **variables}, check=check,
+    run = run_playbook(target, playbook, {"ansible_run_result_file": str(result_file), **variables}, check=check,
                        expect_failure=expect_failure, name=name)
     run.result = json.loads(result_file.read_text()) if result_file.exists() else None
     return run

@@ -15,7 +15,7 @@ from support.policy import PAGE_POLICY
 from support.simulator import kubectl_available
 from support.waiting import wait_for
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 WARNING = re.compile(r"^Warning: The operation is allowed, and ResourcePatch (rp-[a-z0-9]{5}) is created$", re.M)
 POLICY_JSONPATH = "jsonpath={.data.policy\\.yaml}"

@@ -16,6 +16,8 @@ from support.simulator import running_kubesim
 
 from .module_call import call_module
 
+pytestmark = pytest.mark.simulator
+
 FACTS, POLICY, VERIFY = "kubevirt_eviction_facts", "descheduler_policy", "vm_migration_verify"
 BASELINE = {"vm-1": {"namespace": "desched-test", "name": "vm-1", "uid": "u-1", "node": "worker-a"}}
 GOOD_POLICY = yaml.safe_load(PAGE_POLICY)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .ansible_run import run_tasks
+
+pytestmark = pytest.mark.simulator
 
 BACKUP = {"name": "Back up the Descheduler", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_backup"}}
 CHANGE_POLICY = {"name": "Change the policy in between", "kubernetes.core.k8s": {

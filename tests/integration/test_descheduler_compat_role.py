@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
 from .ansible_run import run_role
+
+pytestmark = pytest.mark.simulator
 
 ROLE = "descheduler_compat"
 CHECKS = ["policy_configmap", "feature_gate", "kube_descheduler_schema", "kubevirt_eviction_strategy_path", "hco_eviction_strategy_path",

@@ -20,6 +20,8 @@ from support.waiting import wait_for
 from .ansible_run import run_ansible_module, run_tasks
 from .conftest import ROOT, start_kubesim, stop_kubesim
 
+pytestmark = pytest.mark.simulator
+
 MODULE = "kubevirt_ops.rebalance.descheduler_policy"
 PAGE = ROOT.parent / "shared" / "reference" / "descheduler-vm-rebalance.md"
 PAGE_YAML = PAGE_POLICY  # the page's verification policy with the scenario's worker names

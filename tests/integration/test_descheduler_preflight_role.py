@@ -11,6 +11,8 @@ import yaml
 
 from .ansible_run import run_tasks
 
+pytestmark = pytest.mark.simulator
+
 SCOPE = {"descheduler_preflight_namespace": "desched-test", "descheduler_preflight_label_selector": "app=desched-test"}
 ROLE = [{"name": "Run the preflight", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_preflight"}}]
 

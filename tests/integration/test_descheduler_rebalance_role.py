@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from support.policy import PAGE_POLICY
 
 from .ansible_run import run_tasks
+
+pytestmark = pytest.mark.simulator
 
 ROLE = [{"name": "Rebalance", "ansible.builtin.include_role": {"name": "kubevirt_ops.rebalance.descheduler_rebalance"}}]
 

@@ -21,6 +21,8 @@ from .ansible_run import run_role
 from .test_descheduler_policy import policy_text, resource_patches
 from .test_descheduler_run import apply_page_policy
 
+pytestmark = pytest.mark.simulator
+
 ROLE = "descheduler_rollback"
 
 

@@ -14,7 +14,7 @@ from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .module_call import call_module
 
 MODULE = "kubevirt_ops.rebalance.descheduler_run"
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 
 @pytest.fixture

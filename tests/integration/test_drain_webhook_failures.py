@@ -14,7 +14,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.ku
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .drain_scenario import write_scenario
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 NS = "vms"
 WEBHOOK = 'admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the request: '

@@ -18,6 +18,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import retry
 from support.simulator import ADMIN_TOKEN
 
+pytestmark = pytest.mark.simulator
+
 
 # ------------------------------------------------------------------------------------------ helpers
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from .conftest import kubectl_available
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 CRONJOB = textwrap.dedent("""\
     apiVersion: batch/v1

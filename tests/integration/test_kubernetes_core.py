@@ -18,6 +18,8 @@ from kubernetes.client.exceptions import ApiException
 from .ansible_run import BIN, RECORDER, short_temp_dir
 from .conftest import ROOT
 
+pytestmark = pytest.mark.simulator
+
 COLLECTIONS = ROOT / ".collections"
 KUBERNETES_CORE = COLLECTIONS / "ansible_collections" / "kubernetes" / "core"
 PLAYBOOK = ROOT / "tests" / "integration" / "playbooks" / "k8s_basics.yml"

@@ -25,6 +25,8 @@ from support.waiting import wait_for
 from .ansible_run import short_temp_dir
 from .conftest import ROOT
 
+pytestmark = pytest.mark.simulator
+
 HERE = Path(__file__).resolve().parent
 SCENARIOS = HERE / "scenarios"
 ANSIBLE = Path(sys.executable).parent / "ansible"

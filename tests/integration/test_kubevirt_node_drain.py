@@ -14,7 +14,7 @@ from .ansible_run import run_ansible_module
 from .conftest import kubectl_available, running_kubesim, start_kubesim, stop_kubesim
 from .drain_scenario import write_scenario
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 NS = "vms"
 NOT_MIGRATABLE = ('admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the request: '

@@ -16,6 +16,8 @@ from support.simulator import evict
 from .ansible_run import run_ansible_module
 from .module_call import call_module
 
+pytestmark = pytest.mark.simulator
+
 USERS = ["facts", "policy", "verify", "reduced"]
 
 

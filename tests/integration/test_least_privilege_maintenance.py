@@ -11,6 +11,8 @@ from support.rbac import api, as_user, assert_denied, grant, manifests, rbac_kub
 from .module_call import call_module
 from .ansible_run import run_role
 
+pytestmark = pytest.mark.simulator
+
 USERS = ["drain", "maintenance", "finish", "pdb", "reduced"]
 ALLOW_ALL = {"allow_shutdown": True, "allow_loss": True, "allow_blocked": True}
 

@@ -13,6 +13,8 @@ from support.simulator import ROOT
 from .module_call import call_module
 from .ansible_run import run_role
 
+pytestmark = pytest.mark.simulator
+
 USERS = ["run", "wait", "rollback", "compat", "rebalance", "reduced"]
 
 

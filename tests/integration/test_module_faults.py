@@ -16,6 +16,8 @@ from support.simulator import evict, running_kubesim
 
 from .module_call import call_module
 
+pytestmark = pytest.mark.simulator
+
 FACTS, POLICY, VERIFY = "kubevirt_eviction_facts", "descheduler_policy", "vm_migration_verify"
 
 

@@ -16,7 +16,7 @@ from .module_call import call_module
 from .test_vm_migration_wait import start_migration
 
 RUN, WAIT, DRAIN = "descheduler_run", "vm_migration_wait", "kubevirt_node_drain"
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 
 def jobs(sim) -> dict:

@@ -18,6 +18,8 @@ import yaml
 from .ansible_run import run_playbook_file
 from .conftest import ROOT
 
+pytestmark = pytest.mark.simulator
+
 PLAYBOOKS = ROOT / "playbooks"
 SIMULATOR_VARS = yaml.safe_load((ROOT / "inventories" / "simulator" / "group_vars" / "all.yml").read_text())
 VMS = ("vm-1", "vm-2")

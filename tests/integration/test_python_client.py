@@ -17,6 +17,8 @@ from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from support.waiting import wait_for
 
+pytestmark = pytest.mark.simulator
+
 MERGE = "application/merge-patch+json"
 
 

@@ -13,6 +13,8 @@ from support.simulator import running_kubesim
 
 from .ansible_run import run_role
 
+pytestmark = pytest.mark.simulator
+
 ROLE = "descheduler_rebalance"
 
 

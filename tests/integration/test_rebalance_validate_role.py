@@ -13,7 +13,7 @@ from support.simulator import kubectl_available, running_kubesim
 from .ansible_run import run_role
 from .test_descheduler_run import apply_page_policy
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from support.waiting import wait_for
 
 from .ansible_run import edit_policy_as_page
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 VM_NS = "desched-test"
 WEBHOOK = 'admission webhook \\"virt-launcher-eviction-interceptor.kubevirt.io\\" denied the request: '

@@ -27,7 +27,7 @@ import pytest
 from support.simulator import columns, kubectl_available, running_kubesim
 from support.waiting import wait_for
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 NS = "vms"
 WEBHOOK = 'admission webhook "virt-launcher-eviction-interceptor.kubevirt.io" denied the request: '

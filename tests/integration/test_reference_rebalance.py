@@ -15,7 +15,7 @@ from support.waiting import wait_for
 
 from .ansible_run import edit_policy_as_page
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 LOG_FILTER = re.compile(r"classified|removablePods|Eviction in background|Number of evictions")
 

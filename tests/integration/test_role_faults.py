@@ -17,7 +17,7 @@ from .test_descheduler_policy import policy_text, resource_patches, run_module
 from .test_descheduler_rollback_role import Timeline, cronjob, set_fault
 from .test_rebalance_validate_role import validate, vmis
 
-pytestmark = pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
 
 @pytest.fixture

@@ -9,12 +9,15 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from support.policy import PAGE_OPTIONS
 from support.simulator import running_kubesim
 
 from .ansible_run import run_playbook
+
+pytestmark = pytest.mark.simulator
 
 TOKEN = "s3cr3t-token-5f1e9c7a"
 API_KEY = "s3cr3t-apikey-8d2b4e6f"

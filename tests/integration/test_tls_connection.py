@@ -14,6 +14,8 @@ from support.simulator import kubectl_available, running_kubesim
 
 from .module_call import call_module
 
+pytestmark = pytest.mark.simulator
+
 FACTS = "kubevirt_eviction_facts"
 READERS = "facts-readers"
 USERS = [{"name": "reader", "groups": [READERS], "certificate": True},      # authorized by its group only

@@ -21,6 +21,8 @@ from .ansible_run import edit_policy_as_page, run_ansible_module
 from .conftest import kubectl_available
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
 
+pytestmark = pytest.mark.simulator
+
 MODULE = "kubevirt_ops.rebalance.vm_migration_verify"
 
 

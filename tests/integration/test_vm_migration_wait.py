@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_wait import (
     ARG_SPEC,
@@ -16,6 +18,8 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm
 
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
 from .test_vm_migration_verify import run_module
+
+pytestmark = pytest.mark.simulator
 
 NAMESPACE = "desched-test"
 MODULE = "kubevirt_ops.rebalance.vm_migration_wait"

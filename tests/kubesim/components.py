@@ -8,7 +8,7 @@ from . import subresources
 from .controllers import garbage_collector, kubelet, namespace, scheduler, serviceaccounts
 from .acp import chart as acp_chart, resourcepatch as acp_resourcepatch
 from .controllers import disruption
-from .controllers import cronjobs, daemonsets, deployments, jobs, replicasets, statefulsets
+from .controllers import cronjobs, daemonsets, deployments, jobs, replicasets, statefulsets, volumes
 from .descheduler import program as descheduler_program
 from . import kubevirt
 
@@ -21,6 +21,7 @@ COMPONENTS = [
     kubelet.register,
     jobs.register, cronjobs.register, deployments.register, replicasets.register, daemonsets.register,
     statefulsets.register,
+    volumes.register,
     acp_chart.register,
     acp_resourcepatch.register,
     disruption.register,

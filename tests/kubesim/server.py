@@ -217,10 +217,12 @@ class Handler(BaseHTTPRequestHandler):
         faults = self.server.faults
         faults.count(cluster.name, verb, resource)
         self._authorize(cluster, route, verb, path, query)
-        action = faults.decide({"cluster": cluster.name, "verb": verb, "resource": resource,
-                                "namespace": route.namespace if route else None,
+        namespace = route.namespace if route else None
+        if route is not None and route.rt.key == "namespaces" and not route.namespace:
+            namespace = route.name      # RequestInfo: a Namespace object's namespace is its name
+        action = faults.decide({"cluster": cluster.name, "verb": verb, "resource": resource, "namespace": namespace,
                                 "name": route.name if route else None,
-                                "dry_run": query.get("dryRun") == "All"})
+                                "dry_run": self._requested_dry_run(verb, route, query, body)})
         if action is not None:
             self._injected_warnings = list(action.warnings)
             if action.latency:
@@ -241,6 +243,23 @@ class Handler(BaseHTTPRequestHandler):
             self._nonresource(cluster, method, path)
             return
         self._resource(cluster, method, route, verb, query, body)
+
+    @staticmethod
+    def _requested_dry_run(verb: str, route: Route | None, query: dict, body: bytes) -> bool:
+        """Whether a request is a server-side dry run, for fault matching before it is decoded: `?dryRun=All`, or a
+        DeleteOptions body's `dryRun` (kubectl delete --dry-run=server), or an Eviction's `deleteOptions.dryRun`."""
+        if query.get("dryRun") == "All":
+            return True
+        if route is None or not body.strip() or not (verb in ("delete", "deletecollection") or route.sub == "eviction"):
+            return False
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return False
+        if not isinstance(data, dict):
+            return False
+        options = data if verb != "create" else data.get("deleteOptions") or {}
+        return isinstance(options, dict) and bool(options.get("dryRun"))
 
     def _authorize(self, cluster: Cluster, route: Route | None, verb: str, path: str, query: dict) -> None:
         """Authentication (client certificate, bearer token, anonymous), then RBAC where the scenario turns it on

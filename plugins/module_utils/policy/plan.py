@@ -45,7 +45,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.mode
     enabled_plugins,
     plugin_config,
 )
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import pod_requests
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import RESOURCES, pod_requests
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import (
     match_label_selector,
     matches_selector_string,
@@ -230,7 +230,8 @@ def plan_profile(policy: dict, profile: dict, nodes: List[dict], pods: List[dict
         name = meta(node)["name"]
         percents[name] = percentages(state.usage[name], state.capacity[name], resources)
         categories[name] = classify(percents[name], thresholds, targets, not (node.get("spec") or {}).get("unschedulable"))
-        result["nodes"].append({"name": name, "usage_percent": _round(percents[name]), "category": categories[name]})
+        result["nodes"].append({"name": name, "usage_percent": _round(percents[name]), "category": categories[name],
+                                "requests_percent": _round(percentages(state.usage[name], state.capacity[name], RESOURCES))})
     low = [n for n in categories if categories[n] == UNDER]
     high = [n for n in categories if categories[n] == OVER]
     if len(selected) < 2:

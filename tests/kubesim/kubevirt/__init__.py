@@ -26,7 +26,8 @@ Helpers: `common.py` (names, read-modify-write), `defaults.py` (cluster config, 
 API, routed by `server.py`).
 Each module's docstring gives its upstream source and what it simplifies.
 
-Simulator-only annotations: `kubesim.io/migration: fail|hang|slow` on a VM or VMI (see `migration.py`),
+Simulator-only annotations: `kubesim.io/migration: fail|hang|slow` on a VM or VMI (see `migration.py`; a
+`virt-handler` fault rule of the admin endpoint does the same for the next matching migrations),
 and `kubesim.io/unmanaged: "true"` on a VM, VMI, replica set, pool or migration, which the controllers
 then leave alone (for tests that use these kinds as plain custom objects)."""
 from __future__ import annotations

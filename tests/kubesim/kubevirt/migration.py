@@ -41,6 +41,9 @@ Per-VM faults (simulator only): annotation `kubesim.io/migration` on the VMI or 
 - `fail`: the migration reaches Running and fails halfway through with a failureReason;
 - `hang`: it stays Running forever (until the migration is deleted, which cancels it);
 - `slow`: it takes ten times as long.
+The same faults come from a fault rule of component `virt-handler` (faults.py, `POST /_kubesim/faults`), which
+hits the next matching migrations whatever their VM (one migration per match, decided when its transfer starts;
+the annotation wins when both are set); a `fail` then names the rule's match in its failureReason.
 
 Upstream source: kubevirt/kubevirt `pkg/virt-controller/watch/migration/migration.go` (phases, limits,
 backoff, pending timeout, garbage collection), `pkg/virt-controller/watch/descheduler` (the
@@ -60,6 +63,7 @@ from ..api import now_iso
 from ..controllers import Controller
 from ..controllers.kubelet import finish_pod
 from ..errors import ApiError
+from ..faults import migration_fault
 from ..store import DELETED, Event
 from .common import (CONTROLLER_COMPONENT, EVACUATION_MIGRATION_ANNOTATION, EVICTION_IN_PROGRESS_ANNOTATION,
                      EVICTION_SOURCE_ANNOTATION, FAULT_ANNOTATION, FINAL_MIGRATION_PHASES, FINAL_VMI_PHASES,
@@ -78,9 +82,15 @@ SECONDS_PER_512MI = 9
 SOURCE_POD_LINGER_SECONDS = 2
 GC_BUFFER = 5
 MI512 = 512 * 2 ** 20
-FAILURE_REASON = ("Live migration failed error encountered during MigrateToURI3 libvirt api call: "
-                  "virError(Code=1, Domain=10, Message='operation failed: migration out job: simulated failure "
-                  "(kubesim.io/migration=fail)')")
+
+
+def failure_reason(cause: str) -> str:
+    """The failureReason virt-handler reports for a migration that libvirt aborted, naming the simulated cause."""
+    return ("Live migration failed error encountered during MigrateToURI3 libvirt api call: "
+            f"virError(Code=1, Domain=10, Message='operation failed: migration out job: simulated failure ({cause})')")
+
+
+FAILURE_REASON = failure_reason("kubesim.io/migration=fail")
 
 
 def fault_of(cluster, vmi: dict) -> str:
@@ -111,6 +121,7 @@ class MigrationController(Controller):
         self._failed_at: dict[str, float] = {}                 # migration uid -> monotonic time of failure
         self._said: set[tuple[str, str]] = set()               # (migration uid, what) done once
         self._timers: set[tuple[str, str]] = set()
+        self._failure_causes: dict[str, str] = {}              # migration uid -> failureReason of its `fail` fault
 
     # ------------------------------------------------------------------------------------------ events
     def on_event(self, event: Event) -> None:
@@ -216,7 +227,8 @@ class MigrationController(Controller):
                 if step == "complete":
                     self._succeed(migration, vmi, target)
                 else:
-                    self._fail(migration, vmi, "source node reported migration failed", reason=FAILURE_REASON)
+                    self._fail(migration, vmi, "source node reported migration failed",
+                               reason=self._failure_causes.pop(uid, FAILURE_REASON))
 
     def _target_pod(self, vmi: dict, uid: str) -> dict | None:
         pods = [p for p in launcher_pods(self.cluster, vmi) if labels(p).get(MIGRATION_JOB_LABEL) == uid]
@@ -428,6 +440,11 @@ class MigrationController(Controller):
         events.record(cluster, vmi, "Normal", "Migrating", "VirtualMachineInstance is migrating.", HANDLER_COMPONENT,
                       status(vmi).get("nodeName", ""))
         fault = fault_of(cluster, vmi)
+        if not fault:
+            fault = migration_fault(cluster, namespace, meta(vmi)["name"]) or ""
+            if fault == "fail":
+                self._failure_causes[uid] = failure_reason(f"kubesim fault: virt-handler migration=fail on {namespace}/"
+                                                           f"{meta(vmi)['name']}")
         duration = max(SECONDS_PER_512MI * guest_memory(vmi) / MI512, 1.0)
         if fault == "slow":
             duration *= 10

@@ -45,11 +45,13 @@ def configmap(name: str, labels: dict | None = None, **data) -> dict:
 
 
 class Stream:
-    """A watch response read in a thread: `next()` is the next event (None when the stream ended)."""
+    """A watch response read in a thread: `next()` is the next event (None when the stream ended); over TLS with
+    `context` (a Simulator's `client_context()`)."""
 
-    def __init__(self, server: KubeSimServer, path: str, accept: str | None = None):
+    def __init__(self, server: KubeSimServer, path: str, accept: str | None = None, context=None):
         host, port = server.server_address[:2]
-        connection = http.client.HTTPConnection(host, port, timeout=30)
+        connection = http.client.HTTPSConnection(host, port, timeout=30, context=context) if context else \
+            http.client.HTTPConnection(host, port, timeout=30)
         connection.request("GET", path, headers={"Accept": accept} if accept else {})
         self.socket = connection.sock   # kept to end the stream from this side (a close would wait for the reader)
         self.response = connection.getresponse()

@@ -124,8 +124,8 @@ def test_evicted_pod_read_failure_passes_the_eviction(sim, faults):
 
 def test_component_rules_are_validated():
     faults = Faults()
-    with pytest.raises(ValueError, match=r"unknown component 'virt-handler'; known: \['virt-api'\]"):
-        faults.add(virt_api("get", component="virt-handler", status=500))
+    with pytest.raises(ValueError, match=r"unknown component 'virt-controller'; known: \['virt-api', 'virt-handler'\]"):
+        faults.add(virt_api("get", component="virt-controller", status=500))
     for action in ({"latency": 1}, {"drop": True}, {"warning": "w"}, {"status": 500, "latency": 1}):
         with pytest.raises(ValueError, match="a component fault answers an error status only"):
             faults.add(virt_api("get", **action))
