@@ -35,7 +35,7 @@ def script_env(**extra: str) -> dict:
             "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), **extra}
 
 
-def run_cluster_tier(env: dict, timeout: float = 420) -> subprocess.CompletedProcess:
+def run_cluster_tier(env: dict, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([str(SCRIPT), "cluster"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout, check=False)
 
 

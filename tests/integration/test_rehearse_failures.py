@@ -1,7 +1,7 @@
 """playbooks/rehearse.yml when things go wrong, on the simulator (its faults and scenarios): a migration that fails, a
 burst of 503s during the cleanup, SIGINT to ansible-playbook during the validation; the refusals that need a cluster
-shaped for them (one schedulable worker, full workers, OpenShift's operator); and plain Kubernetes with the upstream
-chart. After each, the cluster is as it was, or the report names what is left and `-e rehearse_cleanup=only` removes it."""
+shaped for them (one schedulable worker, full workers, OpenShift's operator); plain Kubernetes with the upstream
+chart; a Descheduler Deployment is refused. After each, the cluster is as it was, or the report names what is left and `-e rehearse_cleanup=only` removes it."""
 from __future__ import annotations
 
 import json
@@ -47,19 +47,6 @@ def test_a_failed_migration_fails_the_rehearsal_and_the_cleanup_still_restores_t
     assert "migration" in str(report["error"]).lower()
     assert report["rehearsal"]["cleanup"]["done"], report["rehearsal"]["cleanup"]
     sim.clear_faults()
-    assert_as_before(sim, before)
-
-
-def test_a_503_burst_during_the_cleanup_is_retried_and_the_cluster_is_restored(fresh_kubesim):
-    sim = fresh_kubesim("rehearsal", settle=True)
-    before = cluster_state(sim)
-    # from the namespace's DELETE on, the next 8 requests for it and its content answer 503: more than one call's retries
-    sim.add_fault(armedBy={"verb": "delete", "resource": "namespaces", "name": NAMESPACE}, namespace=NAMESPACE, status=503, count=8)
-    rehearsal = rehearse(sim, "503-burst")
-    assert sim.admin("GET", "faults")["faults"] == [], "a rule with a count is removed once it has fired that often"
-    assert "FAILED - RETRYING" in rehearsal.output and "Delete the namespace and wait until it is gone" in rehearsal.output
-    assert rehearsal.report["status"] == "passed"
-    assert rehearsal.report["rehearsal"]["cleanup"]["done"]
     assert_as_before(sim, before)
 
 
@@ -132,13 +119,23 @@ def test_refuses_a_policy_owned_by_the_openshift_descheduler_operator(fresh_kube
                                    "the Descheduler here is OpenShift's operator")
 
 
-def test_plain_kubernetes_with_the_upstream_chart_is_rehearsed_and_restored_from_the_backup(fresh_kubesim):
+def test_plain_kubernetes_with_the_upstream_chart_is_restored_from_the_backup_through_a_503_burst_in_the_cleanup(fresh_kubesim):
     sim = fresh_kubesim("rehearsal-upstream-chart", settle=True)
     sim.extra_vars = {"rehearse_descheduler_namespace": "kube-system"}
     before = cluster_state(sim)
     assert before["resource_patches"] == []
+    # from the namespace's DELETE on, the next 8 requests for it and its content answer 503: more than one call's retries
+    sim.add_fault(armedBy={"verb": "delete", "resource": "namespaces", "name": NAMESPACE}, namespace=NAMESPACE, status=503, count=8)
     rehearsal = rehearse(sim, "upstream-chart")
     assert rehearsal.report["status"] == "passed", rehearsal.output[-3000:]
     assert rehearsal.report["rehearsal"]["comparison"]["matches"]
     assert rehearsal.report["rollback"]["method"] == "backup"
+    assert sim.admin("GET", "faults")["faults"] == [], "a rule with a count is removed once it has fired that often"
+    assert "FAILED - RETRYING" in rehearsal.output and "Delete the namespace and wait until it is gone" in rehearsal.output
+    assert rehearsal.report["rehearsal"]["cleanup"]["done"]
     assert_as_before(sim, before)
+
+
+def test_refuses_a_descheduler_deployment_which_reads_its_policy_only_at_start(fresh_kubesim):
+    sim = fresh_kubesim("rehearsal-deployment", settle=True)
+    assert_refused_before_anything(sim, "deployment", {}, "runs as a Deployment, whose process reads the policy file only when it starts")
