@@ -172,17 +172,22 @@ def connection_vars(target, variables: Optional[dict]) -> dict:
     return {**defaults, **(variables or {})}
 
 
+def playbook_command(target, playbook: Path, variables: Optional[dict], workdir: Path) -> list:
+    """ansible-playbook for `playbook` on localhost against `target`, its extra vars (connection_vars) in a file under
+    `workdir`, for callers that run it themselves (run_playbook, a test that interrupts it)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    extra = workdir / "vars.json"
+    extra.write_text(json.dumps(connection_vars(target, variables)))
+    return [str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(workdir)), str(playbook), "-e", "@" + str(extra)]
+
+
 def run_playbook(target, playbook: Path, variables: Optional[dict] = None, check: bool = False, expect_failure: Optional[bool] = False,
                  name: str = "run", options: tuple = (), env: Optional[dict] = None) -> PlaybookRun:
     """Run the playbook file `playbook` on localhost against `target` (a KubeSim or a support.cluster.Cluster) with
     `variables` as extra vars (the target's `kubeconfig` and `context` unless given), ansible-playbook `options` and
     more environment `env`. `expect_failure` True/False asserts the outcome; None accepts either."""
     workdir = target_workdir(target) / "ansible-runs" / name
-    workdir.mkdir(parents=True, exist_ok=True)
-    extra = workdir / "vars.json"
-    extra.write_text(json.dumps(connection_vars(target, variables)))
-    command = [str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(workdir)), str(playbook), "-e", "@" + str(extra)]
-    command += (["--check"] if check else []) + list(options)
+    command = playbook_command(target, playbook, variables, workdir) + (["--check"] if check else []) + list(options)
     process = _run(command, workdir, env)
     _assert_outcome(process.returncode != 0, expect_failure, process)
     return PlaybookRun(process.returncode, process.stdout, process.stderr, None)

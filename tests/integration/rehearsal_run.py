@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .ansible_run import ROOT, run_playbook
+from .ansible_run import ROOT, run_playbook, target_workdir
 
 REHEARSE = ROOT / "playbooks" / "rehearse.yml"
 NAMESPACE = "kubevirt-ops-rehearsal"
@@ -70,9 +70,8 @@ class Rehearsal:
 
 def rehearse(target, name: str, variables: Optional[dict] = None, check: bool = False, expect_failure: Optional[bool] = False) -> Rehearsal:
     """Run rehearse.yml against `target` with its extra_vars, reports and backups under the run's own directory."""
-    workdir = Path(getattr(target, "workdir", None) or Path(target.kubeconfig).parent) / "rehearsals" / name
-    reports = workdir / "reports"
-    merged = {**(getattr(target, "extra_vars", None) or {}), "reports_dir": str(reports), "backup_dir": str(workdir / "backups"),
+    workdir = target_workdir(target) / "rehearsals" / name
+    merged = {**(getattr(target, "extra_vars", None) or {}), "reports_dir": str(workdir / "reports"), "backup_dir": str(workdir / "backups"),
               "rehearse_report_show": False, **(variables or {})}
     run = run_playbook(target, REHEARSE, merged, check=check, expect_failure=expect_failure, name="rehearse-" + name)
     found = sorted(Path(merged["reports_dir"]).glob("*/rehearse-*.json"), key=lambda p: p.stat().st_mtime)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .ansible_run import BIN, ansible_env, connection_vars, localhost_inventory
+from .ansible_run import ansible_env, playbook_command
 from .rehearsal_run import NAMESPACE, REHEARSE, assert_as_before, cluster_state, rehearse
 
 pytestmark = [pytest.mark.simulator, pytest.mark.kubectl]
@@ -61,12 +61,10 @@ def test_sigint_during_validation_leaves_a_report_naming_what_is_left_and_cleanu
     sim = fresh_kubesim("rehearsal", settle=True)
     before = cluster_state(sim)
     reports, backups = tmp_path / "reports", tmp_path / "backups"
-    extra = tmp_path / "vars.json"
-    extra.write_text(json.dumps(connection_vars(sim, {"reports_dir": str(reports), "backup_dir": str(backups)})))
+    command = playbook_command(sim, REHEARSE, {"reports_dir": str(reports), "backup_dir": str(backups)}, tmp_path)
     log = tmp_path / "ansible.log"
     with tempfile.TemporaryDirectory(prefix="ans-") as temp, open(log, "w", encoding="utf-8") as output:
-        process = subprocess.Popen([str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(tmp_path)), str(REHEARSE), "-e", "@" + str(extra)],
-                                   stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
                                    env=ansible_env(tmp_path, temp, PYTHONUNBUFFERED="1"))   # the log as it happens
         try:
             wait_for(lambda: "Wait for or start the run, cycle 1" in log.read_text(), 180, "the validation to start")

@@ -23,13 +23,13 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.findings import CODES, WARNING, finding
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import CONTROL_PLANE_LABELS
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import RESOURCES, amount, percent, pod_requests
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import Requirement, matches_selector_string
 
 SECTIONS = ("cluster", "nodes", "descheduler", "vmis")
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 MODULE_INFO_SELECTOR = "cpaas.io/module-name=descheduler"
-CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 
 
 @dataclasses.dataclass(frozen=True)

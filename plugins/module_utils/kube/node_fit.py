@@ -35,6 +35,8 @@ UNSCHEDULABLE = "node is not schedulable"
 ANTI_AFFINITY = "pod matches inter-pod anti-affinity rule of other pod on node"
 NOT_FIT = "pod does not fit on any other node because of nodeSelector(s), Taint(s), or nodes marked as unschedulable"
 FIT_EFFECTS = ("NoSchedule", "NoExecute")
+CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+KUBEVIRT_SCHEDULABLE_LABEL = "kubevirt.io/schedulable"   # set by virt-handler on the nodes it runs on
 _INTEGER_RE = re.compile(r"^[+-]?[0-9]+$")   # strconv.ParseInt, base 10
 
 

@@ -44,6 +44,12 @@ def is_rehearsal_namespace(namespace: Optional[dict]) -> bool:
     return all(labels.get(key) == value for key, value in namespace_labels().items())
 
 
+def foreign_namespace_problem(name: str) -> str:
+    """Why a namespace of the rehearsal's name that lacks its labels is refused (by the plan and by the module)."""
+    return "namespace {0} exists and is not the rehearsal's (it lacks the labels {1})".format(
+        name, ", ".join("{0}={1}".format(k, v) for k, v in namespace_labels().items()))
+
+
 def namespace_object(name: str, run_id: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": namespace_labels(), "annotations": {RUN_ANNOTATION: run_id}}}

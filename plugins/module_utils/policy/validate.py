@@ -43,11 +43,11 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.mode
     enabled_plugins,
     plugin_config,
 )
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import CONTROL_PLANE_LABELS
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import check_labels, matches_selector_string, parse_label_selector
 
 DEFAULT_MIN_GAP = 5
 KUBEVIRT_DEFAULT_LIMITS = {"parallel_migrations_per_cluster": 5, "parallel_outbound_migrations_per_node": 2}
-CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 NO_EVICTION_POLICIES = ("Preferred", "Mandatory")
 
 

@@ -22,7 +22,12 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import rehearsal_objects as objects
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import labels, meta
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import is_ready
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import (
+    CONTROL_PLANE_LABELS,
+    FIT_EFFECTS,
+    KUBEVIRT_SCHEDULABLE_LABEL,
+    is_ready,
+)
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import amount
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import check_labels, is_dns_label
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy import rehearsal
@@ -42,8 +47,6 @@ ARG_SPEC = {
     "allow_operator_policy": {"type": "bool", "default": False},
     "confirm": {"type": "dict"},
 }
-CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
-KUBEVIRT_SCHEDULABLE = "kubevirt.io/schedulable"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,9 +115,9 @@ def worker_problem(node: Optional[dict], name: str) -> Optional[str]:
         return "node {0} is not Ready".format(name)
     if (node.get("spec") or {}).get("unschedulable"):
         return "node {0} is cordoned (spec.unschedulable)".format(name)
-    if labels(node).get(KUBEVIRT_SCHEDULABLE) != "true":
-        return "node {0} is not labelled {1}=true (virt-handler does not run there)".format(name, KUBEVIRT_SCHEDULABLE)
-    if any(t.get("effect") in ("NoSchedule", "NoExecute") for t in (node.get("spec") or {}).get("taints") or []):
+    if labels(node).get(KUBEVIRT_SCHEDULABLE_LABEL) != "true":
+        return "node {0} is not labelled {1}=true (virt-handler does not run there)".format(name, KUBEVIRT_SCHEDULABLE_LABEL)
+    if any(t.get("effect") in FIT_EFFECTS for t in (node.get("spec") or {}).get("taints") or []):
         return "node {0} has a NoSchedule or NoExecute taint".format(name)
     return None
 
@@ -160,8 +163,7 @@ def namespace_refusal(client: Client, name: str) -> None:
         return
     if not objects.is_rehearsal_namespace(found):
         raise RehearsalRefused(
-            "namespace {0} exists and is not the rehearsal's (it lacks the labels {1})".format(
-                name, ", ".join("{0}={1}".format(k, v) for k, v in objects.namespace_labels().items())),
+            objects.foreign_namespace_problem(name),
             "Give another rehearse_namespace; the rehearsal deletes its namespace at the end and never touches one it did not create.",
             path="rehearse_namespace")
     raise RehearsalRefused(

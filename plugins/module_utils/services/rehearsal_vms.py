@@ -23,7 +23,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import rehearsal_objects as objects
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import live_migratable, meta
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import amount
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import amount, pod_requests
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.rehearsal import RehearsalRefused
 
@@ -93,8 +93,8 @@ def owned_namespace(client: Client, name: str) -> Optional[dict]:
     """The namespace when it is the rehearsal's, None when it does not exist; refused when it is someone else's."""
     found = client.get(client.require_kind("Namespace"), name)
     if found is not None and not objects.is_rehearsal_namespace(found):
-        raise RehearsalRefused("namespace {0} exists and is not the rehearsal's (it lacks the labels {1})".format(
-            name, ", ".join("{0}={1}".format(k, v) for k, v in objects.namespace_labels().items())),
+        raise RehearsalRefused(
+            objects.foreign_namespace_problem(name),
             "Give another rehearse_namespace; the rehearsal never writes to a namespace it did not create.", path="namespace")
     return found
 
@@ -125,10 +125,7 @@ def vm_record(vmi: Optional[dict], pods: List[dict]) -> dict:
     launcher = next((p for p in pods if (meta(p).get("labels") or {}).get("vm.kubevirt.io/name") == meta(vmi)["name"]
                      and (p.get("spec") or {}).get("nodeName") == status.get("nodeName")
                      and (p.get("status") or {}).get("phase") == "Running"), None)
-    memory = None
-    if launcher:
-        memory = sum(amount("memory", ((c.get("resources") or {}).get("requests") or {}).get("memory") or 0)
-                     for c in (launcher.get("spec") or {}).get("containers") or [])
+    memory = pod_requests(launcher).get("memory") if launcher else None
     return {"uid": meta(vmi).get("uid"), "node": status.get("nodeName"), "phase": status.get("phase"),
             "live_migratable": migratable["migratable"], "reason": migratable["message"] or migratable["reason"],
             "launcher": meta(launcher).get("name") if launcher else None, "launcher_memory": memory}
@@ -166,7 +163,7 @@ def present(options: RehearsalVmsOptions, check_mode: bool, client: Client, cloc
         done = watchset.wait(lambda ws: all(_ready(r) for r in records(ws).values()))
     finally:
         watchset.stop()
-    vms = [records(watchset)[name] for name in options.vms]
+    vms = list(records(watchset).values())
     result = {"changed": bool(created), "created": created, "vms": vms, "waited_seconds": round(clock() - started, 3)}
     if not done:
         waiting = ["{0} ({1}{2})".format(r["name"], r["phase"] or "no VMI", "" if r["live_migratable"] else ", not live-migratable: {0}".format(
