@@ -64,6 +64,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubevirt_ops.rebalance.connection
+  - kubevirt_ops.rebalance.progress
 attributes:
   check_mode:
     support: full
@@ -100,6 +101,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+progress:
+  description:
+    - What the task printed while it waited (see I(progress_every)), C(lines) in the order they were shown, C(elapsed_seconds)
+      of the whole wait, C(done) true.
+  returned: when the module waited
+  type: dict
+  sample: {"done": true, "elapsed_seconds": 31.4, "lines": ["descheduler: 25 of 600 s; awaiting the next Job of CronJob descheduler/descheduler"]}
 trigger:
   description: What was done, C(create) or C(wait).
   returned: always

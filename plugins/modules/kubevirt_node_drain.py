@@ -104,6 +104,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubevirt_ops.rebalance.connection
+  - kubevirt_ops.rebalance.progress
 attributes:
   check_mode:
     support: full
@@ -154,6 +155,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+progress:
+  description:
+    - What the task printed while it waited (see I(progress_every)), C(lines) in the order they were shown, C(elapsed_seconds)
+      of the whole wait, C(done) true.
+  returned: when the module waited
+  type: dict
+  sample: {"done": true, "elapsed_seconds": 31.4, "lines": ["worker-1: vms/vm-a migrated worker-1 -> worker-3 in 9 s (1 of 6 done)"]}
 node:
   description: The node.
   returned: always

@@ -87,6 +87,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubevirt_ops.rebalance.connection
+  - kubevirt_ops.rebalance.progress
 attributes:
   check_mode:
     support: full
@@ -131,6 +132,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+progress:
+  description:
+    - What the task printed while it waited (see I(progress_every)), C(lines) in the order they were shown, C(elapsed_seconds)
+      of the whole wait, C(done) true.
+  returned: when the module waited
+  type: dict
+  sample: {"done": true, "elapsed_seconds": 31.4, "lines": ["desched-test/vm-1 passed: worker-a -> worker-b in 8 s (1 of 2 decided)"]}
 mode:
   description: The mode that ran.
   returned: always

@@ -10,6 +10,7 @@ from typing import Any, Callable, Dict, Tuple, Type
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
+from ansible_collections.kubevirt_ops.rebalance.plugins.plugin_utils.progress_action import call_until_done
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions, module_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_policy as policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_run
@@ -31,8 +32,8 @@ MODULES: Dict[str, Tuple[dict, Type[ModuleOptions], Service, dict]] = {
 }
 
 
-def call_module(name: str, args: dict, check_mode: bool = False) -> dict:
-    """The module's result: its return values, or `failed`, `msg` (and `error` for the collection's errors)."""
+def call_module_once(name: str, args: dict, check_mode: bool = False) -> dict:
+    """One call of the module: its return values, or `failed`, `msg` (and `error` for the collection's errors)."""
     spec, options_type, service, checks = MODULES[name]
     validator = ArgumentSpecValidator(module_argument_spec(spec), **checks)
     validated = validator.validate(dict(args))
@@ -44,3 +45,15 @@ def call_module(name: str, args: dict, check_mode: bool = False) -> dict:
         return {"failed": True, "msg": error.message, "error": error.as_dict(), "stage": "service"}
     # a service that acted and ends unfinished returns failed=True with its whole state (run_module fails the module then)
     return dict(result, failed=bool(result.get("failed")))
+
+
+def call_module(name: str, args: dict, check_mode: bool = False, show=None) -> dict:
+    """The task's result as Ansible gives it: the module called again by its action plugin's loop while it reports
+    progress (plugins/plugin_utils/progress_action.py), each line passed to `show`."""
+    return call_until_done(lambda given: call_module_once(name, given, check_mode), args, show or (lambda _line: None))
+
+
+def run_service(service: Service, options_type: Type[ModuleOptions], params: dict, check_mode: bool = False, show=None) -> dict:
+    """A service called with `params` (spec_params) as its module is by the action plugin's loop: again with `resume`
+    while it reports progress; the collection's errors raise as they do from the service."""
+    return call_until_done(lambda given: service(options_type.from_params(given), check_mode), params, show or (lambda _line: None))

@@ -13,6 +13,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.ku
 
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .drain_scenario import write_scenario
+from .module_call import run_service
 
 pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
@@ -34,7 +35,7 @@ def sim(tmp_path):
 
 def drain(sim, timeout=20, **args) -> dict:
     params = spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, api_timeout=30, timeout=timeout, **args)
-    return run(KubevirtNodeDrainOptions.from_params(params), False)
+    return run_service(run, KubevirtNodeDrainOptions, params)
 
 
 def vmi(sim) -> dict:

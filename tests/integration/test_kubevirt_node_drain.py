@@ -13,6 +13,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.ku
 from .ansible_run import run_ansible_module
 from .conftest import kubectl_available, running_kubesim, start_kubesim, stop_kubesim
 from .drain_scenario import write_scenario
+from .module_call import run_service
 
 pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
 
@@ -25,7 +26,7 @@ ALLOW_ALL = {"allow_shutdown": True, "allow_loss": True, "allow_blocked": True}
 # ------------------------------------------------------------------------------------------ helpers
 def drain(sim, check_mode: bool = False, **args) -> dict:
     params = spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, api_timeout=30, timeout=40, **args)
-    return run(KubevirtNodeDrainOptions.from_params(params), check_mode)
+    return run_service(run, KubevirtNodeDrainOptions, params, check_mode)
 
 
 def run_module(sim, expect_failure: bool = False, check: bool = False, **args) -> dict:

@@ -19,6 +19,7 @@ from support.policy import PAGE_POLICY
 
 from .ansible_run import edit_policy_as_page, run_ansible_module
 from .conftest import kubectl_available
+from .module_call import run_service
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
 
 pytestmark = pytest.mark.simulator
@@ -43,8 +44,10 @@ def record(sim, **given) -> dict:
 
 
 def verify(sim, **given) -> dict:
-    """mode=verify in this process (faster than an ansible run, so the timing tests measure the module, not ansible)."""
-    return run(options(sim, **given), False)
+    """mode=verify in this process (faster than an ansible run, so the timing tests measure the module, not ansible),
+    called again while it reports progress, as its action plugin does."""
+    params = spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, **dict({"timeout": 60}, **given))
+    return run_service(run, VmMigrationVerifyOptions, params)
 
 
 def core(sim) -> client.CoreV1Api:

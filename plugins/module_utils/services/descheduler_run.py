@@ -32,6 +32,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import meta
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.progress import PROGRESS_SPEC, Progress, check_every
 
 ARG_SPEC = {
     "descheduler_namespace": {"type": "str", "default": "descheduler"},
@@ -40,6 +41,7 @@ ARG_SPEC = {
     "job_name": {"type": "str"},
     "timeout": {"type": "int", "default": 600},
     "previous_run": {"type": "raw"},
+    **PROGRESS_SPEC,
 }
 MANUAL_ANNOTATION = "cronjob.kubernetes.io/instantiate"
 SUFFIX_CHARS = string.ascii_lowercase + string.digits
@@ -57,6 +59,8 @@ class DeschedulerRunOptions(ModuleOptions):
     job_name: Optional[str]
     timeout: int
     previous_run: Any
+    progress_every: int
+    resume: Optional[dict]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +72,8 @@ class RunSettings:
     job_name: Optional[str]
     timeout: int
     previous: Optional[List[dict]]
+    progress_every: int = 0
+    resume: Optional[dict] = None
 
 
 def settings(options: DeschedulerRunOptions) -> RunSettings:
@@ -84,8 +90,10 @@ def settings(options: DeschedulerRunOptions) -> RunSettings:
                             path="job_name")
     if job_name and options.trigger == "wait":
         raise InvalidOption("job_name names a Job to create", "Use trigger=create (or auto), or leave job_name unset.", path="job_name")
+    check_every(options.progress_every)
     return RunSettings(namespace=namespace, name=options.descheduler_name, trigger=options.trigger, job_name=job_name,
-                       timeout=options.timeout, previous=previous_classification(options.previous_run))
+                       timeout=options.timeout, previous=previous_classification(options.previous_run),
+                       progress_every=options.progress_every, resume=options.resume)
 
 
 def previous_classification(previous: Any) -> Optional[List[dict]]:
@@ -202,8 +210,11 @@ class Run:
         self.clock = clock
         self.now = now or (lambda: datetime.datetime.now(datetime.timezone.utc))
         self.sleep = sleep
-        self.started = clock()
-        self.deadline = self.started + run_settings.timeout
+        # with progress_every, one call of several: the run's deadline spans them all (module_utils/progress)
+        self.progress = Progress(run_settings.progress_every, None if check_mode else run_settings.resume, clock=clock)
+        self.progress.require_state("trigger", "trigger_reason", "started_at", "known", "job_name")
+        self.deadline = self.progress.deadline(run_settings.timeout)
+        client.retried[:0] = self.progress.state.get("retried") or []  # the retries of the calls before count in the result
         self.kinds: Dict[str, Any] = {}
         self.watch_stats: Optional[dict] = None
 
@@ -229,13 +240,17 @@ class Run:
                 desched.APP_LABEL, desched.APP_NAME, self.settings.name, self.settings.namespace),
                 "Install the Descheduler plugin, or set descheduler_namespace and descheduler_name to where it runs.",
                 path="descheduler_name")
-        trigger, reason = choose_trigger(self.settings.trigger, kind, workload, self.settings.timeout, self.now())
+        state = self.progress.state
+        if self.progress.resumed:  # decided by the first call of this run
+            trigger, reason = state["trigger"], state["trigger_reason"]
+        else:
+            trigger, reason = choose_trigger(self.settings.trigger, kind, workload, self.settings.timeout, self.now())
         container = desched.container_name(kind, workload)
-        result: Dict[str, Any] = {"changed": False, "trigger": trigger, "trigger_reason": reason, "started_at": _iso(self.now()),
+        result: Dict[str, Any] = {"changed": False, "trigger": trigger, "trigger_reason": reason, "started_at": state.get("started_at") or _iso(self.now()),
                                   "descheduler": {"namespace": self.settings.namespace, "name": meta(workload).get("name"), "kind": kind},
                                   "job": None, "pod": None}
         if trigger == "create":
-            name = self.settings.job_name or manual_job_name(meta(workload).get("name"))
+            name = state.get("job_name") or self.settings.job_name or manual_job_name(meta(workload).get("name"))
             job = manual_job(workload, name)
             result["changed"] = True
             if self.check_mode:  # the API server validates the Job; nothing is stored, so there is no run to wait for
@@ -244,18 +259,21 @@ class Run:
                               msg="check mode: would create Job {0}/{1} from {2}".format(
                                   self.settings.namespace, name, self._where(kind, workload)))
                 return dict(result, **klog.run_summary([]), log_lines=[], category_swaps=[], waited_seconds=0.0, finished_at=_iso(self.now()))
-            records, job_info, pod = self._watch_job(workload, container, create=job)
+            watched = self._watch_job(workload, container, create=job, result=result)
         elif kind == "CronJob":
-            records, job_info, pod = self._watch_job(workload, container)
+            watched = self._watch_job(workload, container, result=result)
         else:
-            records, job_info, pod = self._deployment_cycle(workload, container)
+            watched = self._deployment_cycle(workload, container)
+        if "progress" in watched:  # this call of several ends before the run did
+            return watched
+        records, job_info, pod = watched["records"], watched["job"], watched["pod"]
         summary = klog.run_summary(records)
         result.update(summary)
         result.update(job=job_info, pod=pod, log_lines=[r["line"] for r in records],
                       category_swaps=klog.category_swaps(self.settings.previous, summary["classification"])
                       if self.settings.previous is not None else [],
-                      waited_seconds=round(self.clock() - self.started, 3), finished_at=_iso(self.now()),
-                      api={"retries": len(self.client.retried), "retried": self.client.retried[-20:]})
+                      waited_seconds=round(self.progress.elapsed(), 3), finished_at=_iso(self.now()),
+                      api={"retries": len(self.client.retried), "retried": self.client.retried[-20:]}, progress=self.progress.done())
         if self.watch_stats is not None:
             result["watch"] = self.watch_stats
         if (job_info and job_info.get("result") == "Failed") or (job_info is None and process_failed(records)):
@@ -269,15 +287,17 @@ class Run:
         return result
 
     # ---------------------------------------------------------------------------------- CronJob
-    def _watch_job(self, cronjob: dict, container: Optional[str], create: Optional[dict] = None) -> Tuple[List[dict], dict, Optional[str]]:
+    def _watch_job(self, cronjob: dict, container: Optional[str], result: dict, create: Optional[dict] = None) -> Dict[str, Any]:
+        """The run's records, Job and Pod; or, when this call of several ends first, the result that says so (`progress`)."""
         namespace = self.settings.namespace
+        progress = self.progress
         watchset = WatchSet(self.client, [Stream("jobs", self.kinds["Job"], namespace), Stream("pods", self.kinds["Pod"], namespace)],
-                            self.deadline, clock=self.clock)
+                            progress.call_deadline(self.settings.timeout), clock=self.clock)
         watchset.start()
-        known = {name for _ns, name in watchset.cache["jobs"]}
-        wanted = None
-        if create is not None:
-            wanted = meta(create).get("name")
+        # the Jobs from before the run: the first call's list, kept for the calls after it
+        known = set(progress.state["known"]) if progress.resumed else {name for _ns, name in watchset.cache["jobs"]}
+        wanted = meta(create).get("name") if create is not None else None
+        if create is not None and not progress.resumed:
             try:
                 self._create(create)
             except Exception:
@@ -293,14 +313,19 @@ class Run:
                 return False
             state["job"] = jobs[0]
             state["outcome"] = job_outcome(jobs[0], desched.job_pods(jobs[0], ws.objects("pods")))
-            return state["outcome"] is not None
+            return state["outcome"] is not None or progress.call_over()
 
         try:
-            finished = watchset.wait(decided)
+            watchset.wait(decided)
         finally:
             watchset.stop()
             self.watch_stats = dict(watchset.stats, errors=watchset.errors[-20:])
         job = state["job"]
+        finished = state["outcome"] is not None
+        if not finished and progress.every > 0 and not progress.out_of_time(self.settings.timeout):
+            carried = {"trigger": result["trigger"], "trigger_reason": result["trigger_reason"], "started_at": result["started_at"],
+                       "known": sorted(known), "job_name": wanted, "retried": self.client.retried}
+            return dict(result, changed=create is not None, progress=progress.unfinished(self._awaiting(cronjob, job, watchset), carried))
         if not finished:
             if job is None:
                 raise RunFailed("no new Job of {0} within {1}s".format(self._where("CronJob", cronjob), self.settings.timeout),
@@ -316,10 +341,25 @@ class Run:
                 "created_at": meta(job).get("creationTimestamp"), "start_time": status.get("startTime"),
                 "completion_time": status.get("completionTime"), "failed_pods": status.get("failed") or 0}
         records = self.installation.log(pod, container) if pod is not None else []
-        return records, info, meta(pod).get("name") if pod else None
+        progress.finished("{0}: Job {1} {2} after {3:.0f} s".format(namespace, info["name"], outcome, progress.elapsed()))
+        return {"records": records, "job": info, "pod": meta(pod).get("name") if pod else None}
+
+    def _awaiting(self, cronjob: dict, job: Optional[dict], watchset: WatchSet) -> str:
+        """What the run still waits for, in a status line."""
+        head = "{0}: {1:.0f} of {2} s; awaiting ".format(self.settings.namespace, self.progress.elapsed(), self.settings.timeout)
+        if job is None:
+            return head + "the next Job of {0} (schedule {1!r})".format(self._where("CronJob", cronjob), (cronjob.get("spec") or {}).get("schedule"))
+        pods = desched.job_pods(job, watchset.objects("pods"))
+        phases = ", ".join("Pod {0} {1}".format(meta(p).get("name"), (p.get("status") or {}).get("phase") or "Pending") for p in pods)
+        return head + "Job {0} to finish ({1})".format(meta(job).get("name"), phases or "no Pod yet")
 
     # ---------------------------------------------------------------------------------- Deployment
-    def _deployment_cycle(self, deployment: dict, container: Optional[str]) -> Tuple[List[dict], None, Optional[str]]:
+    def _deployment_cycle(self, deployment: dict, container: Optional[str]) -> Dict[str, Any]:
+        """The next complete cycle of a Descheduler Deployment, read in one call (its log positions are not carried)."""
+        records, _job, pod = self._deployment_log(deployment, container)
+        return {"records": records, "job": None, "pod": pod}
+
+    def _deployment_log(self, deployment: dict, container: Optional[str]) -> Tuple[List[dict], None, Optional[str]]:
         baseline: Dict[str, Optional[str]] = {}
         first = True
         pod_name = None

@@ -34,6 +34,8 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.eviction_facts import Scope, read_facts
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_subdomain
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.migration import migration_record
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.progress import PROGRESS_SPEC, Progress, check_every, named, seconds
 
 ARG_SPEC = {
     "node": {"type": "str", "required": True},
@@ -48,6 +50,7 @@ ARG_SPEC = {
     "require_capacity": {"type": "bool", "default": True},
     "max_parallel": {"type": "int"},
     "timeout": {"type": "int", "default": 600},
+    **PROGRESS_SPEC,
 }
 PROGRESS_MARKERS = ("Eviction triggered evacuation", "Evacuation in progress")
 # Seconds before an eviction refused with another 429 is sent again, as kubectl drain does: KubeVirt's webhook
@@ -72,6 +75,8 @@ class KubevirtNodeDrainOptions(ModuleOptions):
     require_capacity: bool
     max_parallel: Optional[int]
     timeout: int
+    progress_every: int
+    resume: Optional[dict]
 
 
 # ------------------------------------------------------------------------------------------ options
@@ -85,6 +90,7 @@ def validate(options: KubevirtNodeDrainOptions) -> KubevirtNodeDrainOptions:
     if options.max_parallel is not None and options.max_parallel < 1:
         raise InvalidOption("must be 1 or more", "Give how many live migrations may run at once, or leave it unset for KubeVirt's limits.",
                             path="max_parallel")
+    check_every(options.progress_every)
     return dataclasses.replace(options, node=node)
 
 
@@ -181,6 +187,54 @@ class Drain:
         self.peak_in_flight = 0
         self.pdb_waiting = False
         self.seen_failures: set = set()
+        self.restored = False
+        self.progress: Optional[Progress] = None
+
+    # ------------------------------------------------------------------------------------ between calls
+    def snapshot(self) -> dict:
+        """What the next call of a sliced drain goes on from (JSON; a retry time as seconds from now)."""
+        now = self.clock()
+        items = [dict({k: v for k, v in i.items() if k != "retry_at"}, retry_in=max(0.0, i["retry_at"] - now) if "retry_at" in i else None)
+                 for i in self.items]
+        return {"items": items, "peak_in_flight": self.peak_in_flight, "seen_failures": sorted(self.seen_failures),
+                "evictions": self.api.evictions}
+
+    @classmethod
+    def restore(cls, client: Client, api: NodeApi, node: str, pre: dict, clock: Callable[[], float], snapshot: dict) -> "Drain":
+        drain = cls(client, api, node, dict(pre, vms=[], raw_pods=[], pods=dict(pre["pods"], other=[])), clock)
+        drain.pre = pre
+        now = clock()
+        for item in snapshot["items"]:
+            item = dict(item)
+            retry_in = item.pop("retry_in", None)
+            if retry_in is not None:
+                item["retry_at"] = now + retry_in
+            drain.items.append(item)
+        drain.peak_in_flight = snapshot["peak_in_flight"]
+        drain.seen_failures = set(snapshot["seen_failures"])
+        api.evictions = snapshot["evictions"]
+        drain.restored = True
+        return drain
+
+    # ------------------------------------------------------------------------------------ what a person sees
+    def _report_finished(self, vmims: List[dict]) -> None:
+        """One line per VM or Pod that finished since the last line (from, to and seconds of a migration)."""
+        if self.progress is None:
+            return
+        total = len(self.items)
+        for item in self.items:
+            if item["state"] != "done" or item.get("reported"):
+                continue
+            item["reported"] = True
+            done = sum(1 for i in self.items if i.get("reported"))
+            self.progress.finished("{0}: {1} ({2} of {3} done)".format(self.node, finished_line(item, vmims, self.progress.wall()), done, total))
+
+    def awaiting_line(self, elapsed: float, timeout: int) -> str:
+        open_items = [i for i in self.items if i["state"] != "done"]
+        now = self.progress.wall() if self.progress else 0.0
+        return "{0}: {1} of {2} s; awaiting {3} of {4}: {5}".format(
+            self.node, "{0:.0f}".format(elapsed), timeout, len(open_items), len(self.items),
+            named(["{0}/{1} ({2})".format(i["namespace"], i["name"], awaiting_state(i, now)) for i in open_items]))
 
     # ------------------------------------------------------------------------------------ streams
     def streams(self) -> List[Stream]:
@@ -197,6 +251,7 @@ class Drain:
     def _evict(self, item: dict) -> None:
         answer = self.api.evict(item["namespace"], item["launcher"] if item["kind"] == "vm" else item["name"])
         item["eviction"] = answer
+        item.setdefault("requested_at", self.progress.wall() if self.progress else None)
         code, message = answer["code"], answer["message"]
         if code in (201, 404) or (code == 429 and any(m in message for m in PROGRESS_MARKERS)):
             item["state"] = "requested"
@@ -247,31 +302,63 @@ class Drain:
             if item["state"] == "queued" and item["action"] == "live_migrate" and self._in_flight() < self.pre["concurrency"]:
                 if item["in_progress"]:
                     item["state"] = "requested"  # marked by an earlier run or another client: wait for it, do not evict again
+                    item.setdefault("requested_at", self.progress.wall() if self.progress else None)
                 else:
                     self._evict(item)
         self.peak_in_flight = max(self.peak_in_flight, self._in_flight())
         self._update(ws)
+        self._report_finished(ws.objects("vmims"))
         return all(i["state"] == "done" for i in self.items)
 
     def observe(self, stream: str, _event: str, obj: dict) -> None:
         if stream == "pdbs" and any(i["state"] == "pdb" for i in self.items):
             self.pdb_waiting = True
 
-    def run(self, deadline: float) -> dict:
+    def run(self, deadline: float, progress: Optional[Progress] = None) -> dict:
+        """Until every item is decided, or `deadline`, or (with `progress`) until this call should return."""
+        self.progress = progress
         ws = WatchSet(self.client, self.streams(), deadline, clock=self.clock, observe=self.observe)
         ws.start()
-        # failed migrations from before this run are history, not this run's result
-        self.seen_failures = {kv.meta(m).get("name") for m in ws.objects("vmims") if (m.get("status") or {}).get("phase") == "Failed"}
+        # failed migrations from before this drain are history, not its result (a resumed call keeps the first call's set)
+        if not self.restored:
+            self.seen_failures = {kv.meta(m).get("name") for m in ws.objects("vmims") if (m.get("status") or {}).get("phase") == "Failed"}
         try:
-            finished = ws.wait(self.step, wake_every=1.0)
+            ws.wait(lambda w: self.step(w) or (progress is not None and progress.call_over()), wake_every=1.0)
         finally:
             ws.stop()
+        finished = all(i["state"] == "done" for i in self.items)
         left_vmis = sorted("{0}/{1}".format(*kv.ref(v)) for v in ws.objects("vmis")
                            if (v.get("status") or {}).get("nodeName") == self.node and (v.get("status") or {}).get("phase") not in plan.FINAL_VMI_PHASES)
         return {"finished": finished, "left_vmis": left_vmis, "pods": ws.objects("pods"), "watch": dict(ws.stats, errors=ws.errors[-10:])}
 
 
 # ------------------------------------------------------------------------------------------ results
+def finished_line(item: dict, vmims: List[dict], now: float) -> str:
+    """`vms/vm-1 migrated worker-1 -> worker-2 in 12 s`: a finished VM or Pod as a person reads it. A migration's seconds
+    are the cluster's (its start and end), else the time since the eviction was asked."""
+    what = "{0}/{1}".format(item["namespace"], item["name"]) if item["kind"] == "vm" else "Pod {0}/{1}".format(item["namespace"], item["name"])
+    result = item["result"] or {}
+    waited = now - item["requested_at"] if item.get("requested_at") else None
+    if result.get("result") == "migrated":
+        record = next((migration_record(m) for m in vmims if kv.meta(m).get("name") == result.get("migration")), None)
+        took = (record or {}).get("duration_seconds")
+        # the cluster's timestamps have whole seconds: below one, the time since the eviction says more
+        return "{0} migrated {1} -> {2} in {3}".format(what, item.get("source_node"), result.get("target_node"), seconds(took if took else waited))
+    if result.get("result") == "restarted":
+        return "{0} restarted on {1} after {2} (a new VMI: evictionStrategy None)".format(what, result.get("target_node"), seconds(waited))
+    if result.get("result") == "failed":
+        return "{0} FAILED: {1}".format(what, result.get("reason"))
+    return "{0} {1}{2}".format(what, result.get("result"), ": " + result["reason"] if result.get("reason") else "")
+
+
+def awaiting_state(item: dict, now: float) -> str:
+    """What an open item waits for, in a few words."""
+    if item["state"] == "requested":
+        doing = "migrating" if item.get("action") == "live_migrate" else "going"
+        return "{0} {1}".format(doing, seconds(now - item["requested_at"])) if item.get("requested_at") else doing
+    return {"queued": "queued", "pdb": "a PDB refuses the eviction", "retry": "eviction refused (429), retrying"}.get(item["state"], item["state"])
+
+
 def vm_results(pre: dict, drain: Optional[Drain]) -> List[dict]:
     items = {(i["namespace"], i["name"]): i for i in (drain.items if drain else []) if i["kind"] == "vm"}
     results = []
@@ -333,14 +420,13 @@ def run(options: KubevirtNodeDrainOptions, check_mode: bool, client: Optional[Cl
         clock: Callable[[], float] = time.monotonic) -> dict:
     """The module's entry. The client's deadline covers the reads (api_timeout) plus the whole drain (timeout)."""
     options = validate(options)
-    started = clock()
     client = client or Client.from_options(options.connection, extra_timeout=options.timeout)
     api = NodeApi(client)
     if options.state == "uncordon":
         return uncordon(api, options.node, check_mode)
     if options.state == "safe_to_shutdown":
         return check_safe(client, api, options.node)
-    return drained(client, api, options, check_mode, started, clock)
+    return drained(client, api, options, check_mode, clock)
 
 
 def uncordon(api: NodeApi, name: str, check_mode: bool) -> dict:
@@ -366,30 +452,47 @@ def check_safe(client: Client, api: NodeApi, name: str) -> dict:
             "safe_to_shutdown": safe_to_shutdown(name, left, api.pods_on(name))}
 
 
-def drained(client: Client, api: NodeApi, options: KubevirtNodeDrainOptions, check_mode: bool, started: float,
-            clock: Callable[[], float]) -> dict:
+def drained(client: Client, api: NodeApi, options: KubevirtNodeDrainOptions, check_mode: bool, clock: Callable[[], float]) -> dict:
+    """Preflight, cordon and drain; with `progress_every`, in calls that each return when a VM finished or a status line
+    is due (`progress`), the later calls going on from the first one's preflight and the items' states (`resume`)."""
     node = options.node
-    pre = read_preflight(client, api, options)
-    was_cordoned = bool(pre["node"].get("cordoned"))
-    work = [vm for vm in pre["vms"] if vm["action"] not in ("blocked", "not_running")] + pre["pods"]["other"]
+    progress = Progress(options.progress_every, options.resume if not check_mode else None, clock=clock)
+    progress.require_state("preflight", "was_cordoned", "drain")
+    if progress.resumed:
+        pre, was_cordoned = progress.state["preflight"], progress.state["was_cordoned"]
+        drain = Drain.restore(client, api, node, pre, clock, progress.state["drain"])
+        client.retried[:0] = progress.state.get("retried") or []  # the retries of the calls before count in the result
+    else:
+        pre = read_preflight(client, api, options)
+        was_cordoned = bool(pre["node"].get("cordoned"))
+        drain = None
     result: Dict[str, Any] = {"node": node, "state": "drained", "was_cordoned": was_cordoned, "preflight": public_preflight(pre),
                               "concurrency": pre["concurrency"]}
-    if pre["problems"]:
-        result.update(changed=False, failed=True, drained=False, cordoned=was_cordoned, vms=vm_results(pre, None), summary={},
-                      msg="Preflight refused to drain {0}, nothing was changed: {1}".format(node, " | ".join(p["message"] for p in pre["problems"])))
-        return result
-    if check_mode:
-        # the cordon a run would send goes to the server as a dry run (validation and admission answer); no eviction is sent
-        after = True
+    if drain is None:
+        work = [vm for vm in pre["vms"] if vm["action"] not in ("blocked", "not_running")] + pre["pods"]["other"]
+        if pre["problems"]:
+            result.update(changed=False, failed=True, drained=False, cordoned=was_cordoned, vms=vm_results(pre, None), summary={},
+                          msg="Preflight refused to drain {0}, nothing was changed: {1}".format(node, " | ".join(p["message"] for p in pre["problems"])))
+            return result
+        if check_mode:
+            # the cordon a run would send goes to the server as a dry run (validation and admission answer); no eviction is sent
+            after = True
+            if not was_cordoned:
+                after = bool((api.set_unschedulable(node, True, dry_run=True).get("spec") or {}).get("unschedulable"))
+            result.update(changed=not was_cordoned or bool(work), drained=False, cordoned=was_cordoned, vms=vm_results(pre, None),
+                          summary={}, diff={"before": {"unschedulable": was_cordoned}, "after": {"unschedulable": after}})
+            return result
         if not was_cordoned:
-            after = bool((api.set_unschedulable(node, True, dry_run=True).get("spec") or {}).get("unschedulable"))
-        result.update(changed=not was_cordoned or bool(work), drained=False, cordoned=was_cordoned, vms=vm_results(pre, None),
-                      summary={}, diff={"before": {"unschedulable": was_cordoned}, "after": {"unschedulable": after}})
-        return result
-    if not was_cordoned:
-        api.set_unschedulable(node, True)
-    drain = Drain(client, api, node, pre, clock)
-    outcome = drain.run(started + options.timeout) if drain.items else {"finished": True, "left_vmis": [], "pods": pre["raw_pods"], "watch": {}}
+            api.set_unschedulable(node, True)
+        drain = Drain(client, api, node, pre, clock)
+    if drain.items:
+        outcome = drain.run(progress.call_deadline(options.timeout), progress)
+    else:
+        outcome = {"finished": True, "left_vmis": [], "pods": pre.get("raw_pods") or [], "watch": {}}
+    if not outcome["finished"] and progress.every > 0 and not progress.out_of_time(options.timeout):
+        state = {"preflight": public_preflight(pre), "was_cordoned": was_cordoned, "drain": drain.snapshot(), "retried": client.retried}
+        return {"changed": True, "node": node, "state": "drained", "cordoned": True,
+                "progress": progress.unfinished(drain.awaiting_line(progress.elapsed(), options.timeout), state)}
     results = vm_results(pre, drain)
     pods = [{"namespace": i["namespace"], "name": i["name"], "result": (i["result"] or {}).get("result") or ("timeout" if i["state"] != "done" else None),
              "reason": (i["result"] or {}).get("reason") or (timeout_reason(i, "terminating") if i["state"] != "done" else None)}
@@ -404,8 +507,8 @@ def drained(client: Client, api: NodeApi, options: KubevirtNodeDrainOptions, che
         moved=moved, left=left, migrated=["{0}/{1}".format(r["namespace"], r["name"]) for r in results if r["result"] == "migrated"],
         drained=not bad and all(v in blocked for v in left),
         safe_to_shutdown=safe_to_shutdown(node, left, outcome["pods"]), peak_in_flight=drain.peak_in_flight,
-        evictions=api.evictions, watch=outcome["watch"], waited_seconds=round(clock() - started, 3), timed_out=not outcome["finished"],
-        api={"retries": len(client.retried), "retried": client.retried[-20:]})
+        evictions=api.evictions, watch=outcome["watch"], waited_seconds=round(progress.elapsed(), 3), timed_out=not outcome["finished"],
+        api={"retries": len(client.retried), "retried": client.retried[-20:]}, progress=progress.done())
     if bad:
         result["failed"] = True
         result["resume"] = ("Node {0} stays cordoned. Run the task again to continue: it reads the cluster again, waits for VMs KubeVirt is "

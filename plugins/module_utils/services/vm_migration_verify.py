@@ -22,6 +22,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, parse_label_selector
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.progress import PROGRESS_SPEC, Progress, check_every, named, seconds
 
 ARG_SPEC = {
     "mode": {"type": "str", "choices": ["record", "verify"], "default": "verify"},
@@ -35,6 +36,7 @@ ARG_SPEC = {
     "evidence_path": {"type": "path"},
     "descheduler_namespace": {"type": "str", "default": "descheduler"},
     "descheduler_name": {"type": "str", "default": "descheduler"},
+    **PROGRESS_SPEC,
 }
 # the argument spec's checks, as AnsibleModule takes them (the module and tests/integration/module_call.py pass these)
 SPEC_CHECKS = {"required_if": [["mode", "verify", ["baseline"]]]}
@@ -55,6 +57,8 @@ class VmMigrationVerifyOptions(ModuleOptions):
     evidence_path: Optional[str]
     descheduler_namespace: str
     descheduler_name: str
+    progress_every: int
+    resume: Optional[dict]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +95,7 @@ def selection(options: VmMigrationVerifyOptions) -> Selection:
             raise InvalidOption("{0!r} has no namespace".format(name), "Give namespace, or write the name as namespace/name.",
                                 path="names[{0}]".format(index))
         names.append((ns, short))
+    check_every(options.progress_every)
     if options.timeout <= 0:
         raise InvalidOption("must be more than 0 seconds", "Give how long to wait for the migrations, e.g. 600.", path="timeout")
     if options.min_moved < 0:
@@ -221,9 +226,30 @@ def select_entries(selected: Selection, client: Client) -> List[dict]:
     return entries
 
 
+def decided_line(result: dict, decided: int, total: int) -> str:
+    """`vms/vm-1 passed the five checks: worker-a -> worker-b in 8 s`: a decided VM as a person reads it."""
+    what = "{0}/{1}".format(result["namespace"], result["name"])
+    if result["verdict"] == mc.PASS:
+        migration = result["migration"] or {}
+        took = "in {0} ".format(seconds(migration["duration_seconds"])) if migration.get("duration_seconds") else ""
+        line = "{0} passed the checks: {1} -> {2} {3}(migration {4})".format(what, result["source_node"], result["node"], took, migration.get("name"))
+    else:
+        line = "{0} FAILED: {1}".format(what, result["reason"])
+    return "{0} ({1} of {2} decided)".format(line, decided, total)
+
+
+def awaiting_line(results: List[dict], elapsed: float, timeout: int) -> str:
+    open_vms = [r for r in results if r["verdict"] == mc.OPEN]
+    return "verify: {0:.0f} of {1} s; awaiting {2} of {3} VMs: {4}".format(elapsed, timeout, len(open_vms), len(results), named(
+        ["{0}/{1} ({2})".format(r["namespace"], r["name"], "migration " + (r["migration"]["phase"] or "created") if r["migration"]
+                                else "moving" if r["moving"] else "not moved") for r in open_vms]))
+
+
 def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Client, clock: Callable[[], float] = time.monotonic) -> dict:
-    """Wait until the baseline VMs are decided (or the timeout); the verdicts, the counts and the evidence."""
-    started = clock()
+    """Wait until the baseline VMs are decided (or the timeout); the verdicts, the counts and the evidence. With
+    `progress_every`, in calls that each return when a VM is decided or a status line is due (module_utils/progress)."""
+    progress = Progress(options.progress_every, options.resume, clock=clock)
+    progress.require_state("saw_source", "reported")
     baseline = selected.baseline
     entries = select_entries(selected, client)
     if not entries:
@@ -232,7 +258,9 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
     min_moved = min(options.min_moved, len(entries))
     timeout = options.timeout
     namespaces = sorted({e["namespace"] for e in entries})
-    saw_source: Dict[tuple, bool] = {}
+    saw_source: Dict[tuple, bool] = {tuple(key): True for key in progress.state.get("saw_source") or []}
+    reported = set(progress.state.get("reported") or [])
+    client.retried[:0] = progress.state.get("retried") or []  # the retries of the calls before count in the result
     keys = {(e["namespace"], e["name"]) for e in entries}
 
     def observe(stream: str, _event: str, obj: dict) -> None:
@@ -241,7 +269,7 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
 
     log = DeschedulerLog(DeschedulerInstallation(client, options.descheduler_namespace, options.descheduler_name))
     asked_log_for: set = set()
-    watchset = WatchSet(client, _streams(client, namespaces), started + timeout, clock=clock, observe=observe)
+    watchset = WatchSet(client, _streams(client, namespaces), progress.call_deadline(timeout), clock=clock, observe=observe)
     state: Dict[str, Any] = {"results": [], "decided_at": None}
 
     def evaluate_all(ws: WatchSet) -> List[dict]:
@@ -267,15 +295,25 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
             log.read()
             results = evaluate_all(ws)
         state["results"] = results
-        return mc.decided(results, min_moved)
+        for result in results:
+            key = "{0}/{1}".format(result["namespace"], result["name"])
+            if result["verdict"] != mc.OPEN and key not in reported:
+                reported.add(key)
+                progress.finished(decided_line(result, len(reported), len(results)))
+        return mc.decided(results, min_moved) or progress.call_over()
 
     watchset.start()
     try:
-        finished = watchset.wait(done)
+        watchset.wait(done)
     finally:
         watchset.stop()
-    decided_after = clock() - started
     results = state["results"] or evaluate_all(watchset)
+    finished = mc.decided(results, min_moved)
+    if not finished and progress.every > 0 and not progress.out_of_time(timeout):
+        return {"changed": False, "mode": "verify", "progress": progress.unfinished(
+            awaiting_line(results, progress.elapsed(), timeout), {"saw_source": sorted(list(k) for k in saw_source), "reported": sorted(reported),
+                                                                   "retried": client.retried})}
+    decided_after = progress.elapsed()
     if any(r["migration"] and r["migration"]["evacuation"] for r in results) and not log.reads:
         log.read()
         results = evaluate_all(watchset)
@@ -292,7 +330,7 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
         "waited_seconds": round(decided_after, 3), "verified_at": utc_now(),
         "descheduler_log": {"namespace": log.namespace, "pods": log.pods, "reads": log.reads, "error": log.error},
         "watch": dict(watchset.stats, errors=watchset.errors[-20:]),
-        "api": {"retries": len(client.retried), "retried": client.retried[-20:]},
+        "api": {"retries": len(client.retried), "retried": client.retried[-20:]}, "progress": progress.done(),
     }
     for result in results:
         result.pop("baseline", None)
