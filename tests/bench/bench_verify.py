@@ -32,7 +32,8 @@ NAMESPACE, VM = "vms", "vm-live"
 
 def module(sim, **given) -> dict:
     """vm_migration_verify's service in this process, on vms/vm-live, with the module's defaults otherwise."""
-    params = spec_params(vm_migration_verify.ARG_SPEC, kubeconfig=sim.kubeconfig, names=["{0}/{1}".format(NAMESPACE, VM)], **given)
+    # progress_every=0: one call, the wait itself rather than the controller's loop
+    params = spec_params(vm_migration_verify.ARG_SPEC, kubeconfig=sim.kubeconfig, names=["{0}/{1}".format(NAMESPACE, VM)], progress_every=0, **given)
     return vm_migration_verify.run(vm_migration_verify.VmMigrationVerifyOptions.from_params(params), False)
 
 
