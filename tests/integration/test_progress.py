@@ -95,19 +95,19 @@ def test_awx_job_output_carries_the_lines_as_events_while_the_drain_runs(tmp_pat
 
 
 def test_a_long_drain_says_what_it_awaits_at_least_every_progress_every_seconds(tmp_path):
-    # three VMs, one migration at a time, each a few seconds long: 1 s between status lines is checked over ~10 s
+    # three VMs, one migration at a time, each a few seconds long: 2 s between status lines, checked over ~10 s
     with running_kubesim(str(write_scenario(tmp_path / "three.yaml", count=3, time_scale=3)), tmp_path / "sim") as sim:
         shown = []
-        params = spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, node="worker-1", timeout=120, max_parallel=1, progress_every=1)
+        params = spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, node="worker-1", timeout=120, max_parallel=1, progress_every=2)
         started = time.monotonic()
         result = run_service(run, KubevirtNodeDrainOptions, params, show=lambda line: shown.append((time.monotonic(), line)))
     assert result["drained"] and sorted(result["migrated"]) == ["vms/vm-00", "vms/vm-01", "vms/vm-02"], result
     assert result["peak_in_flight"] == 1 and result["waited_seconds"] > 5  # the wait spanned many calls
     times = [started] + [when for when, _line in shown]
     gaps = [later - earlier for earlier, later in zip(times, times[1:])]
-    assert max(gaps) < 1 + 1.5, list(zip(gaps, [line for _w, line in shown]))
+    assert max(gaps) < 2 + 2, list(zip(gaps, [line for _w, line in shown]))  # the interval, and a call's start-up
     awaiting = [line for _w, line in shown if " awaiting " in line]
-    assert len(awaiting) >= 3, shown
+    assert len(awaiting) >= 2, shown
     assert all(re.match(r"^worker-1: \d+ of 120 s; awaiting [123] of 3: vms/vm-0\d \((migrating|queued)", line) for line in awaiting), awaiting
     assert [line for _w, line in shown if " migrated " in line] == [line for line in result["progress"]["lines"] if " migrated " in line]
     assert "resume" not in result and "resume" not in result["progress"]
