@@ -135,7 +135,7 @@ def test_contradictory_variables_are_refused_before_anything_is_read(tmp_path, c
     sim.reset_counters()
     process = run_playbook_file(PLAYBOOKS / "rebalance.yml", inventory(tmp_path, {"lab": sim}), tmp_path, expect_failure=True,
                                 extra_vars={"rebalance_thresholds": {"cpu": 80, "memory": 60, "pods": 20}})
-    assert "rebalance_thresholds.cpu (80) must be below rebalance_target_thresholds.cpu (75)" in process.stdout
+    assert "rebalance_thresholds.cpu: 80 is not below rebalance_target_thresholds.cpu (75)" in process.stdout
     assert sim.counters() == {}
 
 
