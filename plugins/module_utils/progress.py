@@ -28,6 +28,9 @@ PROGRESS_SPEC = {
 }
 # how many of the awaited items a status line names before "and N more"
 NAMED_IN_STATUS = 5
+# A call that saw something finish returns once it is this old: a line shows at most this late, and finishes close
+# together share one call (each call is a module run on the target, about a second).
+LINGER_SECONDS = 2.0
 
 
 def check_every(every: int) -> None:
@@ -90,8 +93,12 @@ class Progress:
         self.finished_something = True
 
     def call_over(self) -> bool:
-        """Whether this call should return now (something finished, or a status line is due)."""
-        return self.every > 0 and (self.finished_something or self.wall() >= self.status_due_at)
+        """Whether this call should return now: something finished (and the call is LINGER_SECONDS old), or a status
+        line is due."""
+        if self.every <= 0:
+            return False
+        lingered = self.clock() - self._mono_start >= LINGER_SECONDS
+        return (self.finished_something and lingered) or self.wall() >= self.status_due_at
 
     def out_of_time(self, timeout: float) -> bool:
         return self.clock() >= self.deadline(timeout) - 0.01

@@ -70,8 +70,9 @@ def bench_kubectl(sim, count: int) -> dict:
 
 def bench_module(sim, count: int) -> dict:
     started = time.monotonic()
-    options = KubevirtNodeDrainOptions.from_params(spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, node=NODE, timeout=600, api_timeout=60,
-                                                                 progress_every=0))  # one call: the drain, not the controller loop
+    # progress_every=0: one call, the drain itself rather than the controller's loop
+    params = spec_params(ARG_SPEC, kubeconfig=sim.kubeconfig, node=NODE, timeout=600, api_timeout=60, progress_every=0)
+    options = KubevirtNodeDrainOptions.from_params(params)
     result = run(options, False)
     wall = time.monotonic() - started
     assert result["drained"] and result["summary"] == {"migrated": count}, json.dumps(result.get("summary"))

@@ -64,7 +64,7 @@ def test_old_package_fails_on_the_feature_gate_and_changes_nothing(kubesim_facto
     result = run.fact("descheduler_preflight_result")
     assert not result["passed"] and [p["code"] for p in result["problems"]] == ["feature_gate_missing"]
     assert [t["task"].split(" : ")[-1] for t in run.failed()] == ["Stop when a prerequisite is missing"]
-    message = "\n".join(run.result("Stop when a prerequisite is missing")["msg"])
+    message = run.result("Stop when a prerequisite is missing")["msg"]
     assert "CronJob descheduler/descheduler: --feature-gates=EvictionsInBackground=true is not rendered" in message
     assert "upgrade the Alauda Container Platform Descheduler plugin" in message and "Do not hand-edit" in message
     assert run.changed() == 0
@@ -94,6 +94,6 @@ def test_strategy_none_and_rwo_vms_are_named_in_one_failure(kubesim_factory):
     assert problems[("vmi_strategy_not_migrating", "vm-none")]["observed"].startswith("effective None")
     # the VM template sets None: the fix is in the template, then a restart
     assert "spec.template.spec.evictionStrategy of VM vm-none" in problems[("vmi_strategy_not_migrating", "vm-none")]["fix"]
-    message = "\n".join(run.result("Stop when a prerequisite is missing")["msg"])
+    message = run.result("Stop when a prerequisite is missing")["msg"]
     assert "3 prerequisite(s)" in message and "VirtualMachineInstance desched-test/vm-none" in message
     assert "PersistentVolumeClaim desched-test/vm-rwo-disk" in message

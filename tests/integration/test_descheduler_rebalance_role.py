@@ -89,9 +89,16 @@ def test_bad_policy_fails_naming_the_field_and_nothing_changes(kubesim_factory, 
     run = run_tasks(sim, ROLE, extra_vars=dict(options, descheduler_rebalance_policy=bad, descheduler_rebalance_label_selector="app=desched-test"),
                     expect_failure=True)
     failed = run.failed()
-    assert [t["task"].split(" : ")[-1] for t in failed] == ["Validate and plan the policy (nothing is written)"]
-    assert failed[0]["result"]["msg"].startswith("profiles[0].pluginConfig[1].args.evictableNamespaces.include: only Exclude namespaces "
-                                                 "can be set, inclusion is not supported")
+    assert [t["task"].split(" : ")[-1] for t in failed] == ["Stop when the policy is refused (nothing is written)"]
+    # the printed failure names the field, the problem and the fix, in a few lines; the registered result keeps it whole
+    summary = failed[0]["result"]["msg"].splitlines()
+    assert summary[0] == "The policy was refused, nothing was written (1 problem(s)):" and len(summary) <= 8
+    # the field is in the whole policy given: the variable to fix is the policy's
+    assert summary[1] == ("- profiles[0].pluginConfig[1].args.evictableNamespaces.include (from descheduler_rebalance_policy; playbook: "
+                          "rebalance_policy): only Exclude namespaces can be set, inclusion is not supported. Fix: Use exclude, or scope "
+                          "the VMs with DefaultEvictor.labelSelector.")
+    assert run.result("Validate and plan the policy (nothing is written)")["msg"].startswith(
+        "profiles[0].pluginConfig[1].args.evictableNamespaces.include: only Exclude namespaces can be set, inclusion is not supported")
     assert state(sim) == before and not (tmp_path / "backups").exists()
 
     both = run_tasks(sim, ROLE, extra_vars=dict(role_vars(tmp_path), descheduler_rebalance_policy=PAGE_POLICY), expect_failure=True)

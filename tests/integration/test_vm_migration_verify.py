@@ -16,6 +16,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_verify import ARG_SPEC, VmMigrationVerifyOptions, run
 
 from support.policy import PAGE_POLICY
+from support.waiting import wait_for
 
 from .ansible_run import edit_policy_as_page, run_ansible_module
 from .conftest import kubectl_available
@@ -39,8 +40,12 @@ def options(sim, **given) -> VmMigrationVerifyOptions:
 
 
 def record(sim, **given) -> dict:
-    """mode=record in this process, as the module runs it."""
-    return run(options(sim, mode="record", **given), False)
+    """mode=record in this process, as the module runs it, once every recorded VMI runs on a node and has its launcher
+    (a simulator just started may still be scheduling them on a busy machine)."""
+    def recorded_running():
+        out = run(options(sim, mode="record", **given), False)
+        return out if all(entry["node"] and entry["launcher"] for entry in out["baseline"].values()) else None
+    return wait_for(recorded_running, what="the recorded VMIs running on a node")
 
 
 def verify(sim, **given) -> dict:

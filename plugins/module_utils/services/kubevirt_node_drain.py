@@ -222,9 +222,12 @@ class Drain:
         if self.progress is None:
             return
         total = len(self.items)
-        for item in self.items:
-            if item["state"] != "done" or item.get("reported"):
-                continue
+        newly = [i for i in self.items if i["state"] == "done" and not i.get("reported")]
+        if not newly:
+            return
+        ends = {kv.meta(m).get("name"): migration_record(m)["end"] or "" for m in vmims}
+        # several found in one batch of events: in the order their migrations ended (the cluster's timestamps)
+        for item in sorted(newly, key=lambda i: ends.get((i["result"] or {}).get("migration"), "") or ""):
             item["reported"] = True
             done = sum(1 for i in self.items if i.get("reported"))
             self.progress.finished("{0}: {1} ({2} of {3} done)".format(self.node, finished_line(item, vmims, self.progress.wall()), done, total))

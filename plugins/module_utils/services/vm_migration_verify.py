@@ -310,9 +310,8 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
     results = state["results"] or evaluate_all(watchset)
     finished = mc.decided(results, min_moved)
     if not finished and progress.every > 0 and not progress.out_of_time(timeout):
-        return {"changed": False, "mode": "verify", "progress": progress.unfinished(
-            awaiting_line(results, progress.elapsed(), timeout), {"saw_source": sorted(list(k) for k in saw_source), "reported": sorted(reported),
-                                                                   "retried": client.retried})}
+        carried = {"saw_source": sorted(list(k) for k in saw_source), "reported": sorted(reported), "retried": client.retried}
+        return {"changed": False, "mode": "verify", "progress": progress.unfinished(awaiting_line(results, progress.elapsed(), timeout), carried)}
     decided_after = progress.elapsed()
     if any(r["migration"] and r["migration"]["evacuation"] for r in results) and not log.reads:
         log.read()

@@ -41,12 +41,15 @@ def test_the_first_call_ends_when_the_status_line_is_due_and_carries_the_deadlin
     assert second.call_deadline(600) == pytest.approx(clocks.mono + 23)
 
 
-def test_a_finished_item_ends_the_call_at_once_and_the_status_line_waits_until_due():
+def test_a_finished_item_ends_the_call_soon_and_the_status_line_waits_until_due():
     clocks = Clocks()
     progress = clocks.progress(25)
-    clocks.advance(5)
+    clocks.advance(0.5)
     progress.finished("vm-1 migrated")
+    assert not progress.call_over()  # finishes close together share one call
+    clocks.advance(1.5)
     assert progress.call_over()
+    clocks.advance(3)
     out = progress.unfinished("awaiting vm-2", {})
     assert out["lines"] == ["vm-1 migrated"]  # no status line 5 s in: it is due at 25 s
     assert out["resume"]["status_due_at"] == 1025.0
