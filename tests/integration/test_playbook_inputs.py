@@ -3,14 +3,13 @@ wrong variables, each with its fix, and nothing about the right ones (the variab
 runs need no cluster: the kubeconfig points nowhere and nothing else runs); the issue's rebalance example answers with
 its two lines; a role's own argument spec names only the wrong role variable. And the output paths: the report and
 backup directories are created when missing, relative to the directory ansible-playbook runs in, backups 0700, before
-anything is read from the cluster (a directory that cannot be created fails first); a drain with a report directory
-that does not exist writes its reports there (the `maintenance` scenario)."""
+anything is read from the cluster (a directory that cannot be created fails first). A drain that writes its reports
+into a directory that did not exist: test_progress.py."""
 from __future__ import annotations
 
 import json
 import re
 import stat
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -137,19 +136,3 @@ def test_a_report_directory_that_cannot_be_created_fails_before_the_drain(tmp_pa
     assert len(lines) == 1 and lines[0].startswith(f"maintenance_report_dir: cannot create {tmp_path / 'a-file' / 'reports'} ("), lines
     assert "Give a directory this user can create or write" in lines[0]
     assert "TASK [Audit" not in process.stdout, "nothing of the maintenance ran"
-
-
-@pytest.mark.simulator
-def test_a_drain_writes_its_reports_into_a_report_directory_that_did_not_exist(tmp_path, fresh_kubesim):
-    sim = fresh_kubesim("maintenance")
-    inventory = tmp_path / "inventory"
-    inventory.write_text(f"lab ansible_connection=local ansible_python_interpreter={sys.executable} kubeconfig={sim.kubeconfig} context=workload\n")
-    process = run_playbook_file(PLAYBOOKS / "maintenance.yml", inventory, tmp_path, {
-        "maintenance_nodes_text": "worker-1",  # as AWX's textarea gives it
-        "maintenance_allow_shutdown": True, "maintenance_allow_loss": True, "maintenance_allow_blocked": True,
-        "maintenance_report_dir": "out/reports"})
-    assert "does not exist" not in process.stdout
-    reports = tmp_path / "out" / "reports"
-    cluster = json.loads((reports / "maintenance-lab.json").read_text())
-    node = json.loads((reports / "node-maintenance-worker-1.json").read_text())
-    assert node["drained"] and node["moved"] and cluster["nodes"]["worker-1"]["moved"] == node["moved"]

@@ -1,10 +1,12 @@
-"""Progress while waiting, as a person sees it: `playbooks/maintenance.yml` draining six VMs prints one line per
-migration as it finishes (from, to, seconds) in the order they finished, and the verification one line per VM; the
-same run through ansible-runner (what AWX runs, with its awx_display callback) carries the lines as job events; a
-long drain prints what it still awaits at least every `progress_every` seconds; the task's result is the one a
-single call gives."""
+"""Progress while waiting, as a person sees it. `playbooks/maintenance.yml` draining six VMs, run by ansible-runner as AWX
+runs a job (its awx_display callback prints what ansible-playbook prints, and turns each line into a job event):
+one line per migration as it finishes (from, to, seconds) in the order they finished, one line per verified VM,
+each a job event of its own during its task; the nodes from AWX's textarea, the reports in a directory that did
+not exist. A long drain prints what it still awaits at least every `progress_every` seconds; the task's result is
+the one a single call gives."""
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -15,7 +17,7 @@ import pytest
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import ARG_SPEC, KubevirtNodeDrainOptions, run
 
-from .ansible_run import ansible_env, connection_vars, localhost_inventory, run_playbook, short_temp_dir
+from .ansible_run import ansible_env, connection_vars, localhost_inventory, short_temp_dir
 from .conftest import ROOT, running_kubesim
 from .drain_scenario import write_scenario
 from .module_call import run_service
@@ -34,9 +36,23 @@ def six_vms(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def maintenance_output(six_vms) -> str:
-    run = run_playbook(six_vms, ROOT / "playbooks" / "maintenance.yml", {"maintenance_nodes": ["worker-1"]}, name="six")
-    return run.stdout
+def maintenance_run(six_vms, tmp_path_factory):
+    """The maintenance playbook through ansible-runner: the runner, its events, and where the reports were to go."""
+    home = tmp_path_factory.mktemp("runner")
+    data, workdir, reports = home / "data", home / "work", home / "not" / "there" / "yet"
+    data.mkdir()
+    env = ansible_env(workdir, short_temp_dir(home))
+    variables = {"maintenance_nodes_text": "worker-1\n", "maintenance_report_dir": str(reports)}  # as AWX's textarea gives it
+    runner = ansible_runner.run(private_data_dir=str(data), playbook=str(ROOT / "playbooks" / "maintenance.yml"),
+                                inventory=str(localhost_inventory(workdir)), quiet=True, extravars=connection_vars(six_vms, variables),
+                                envvars={k: env[k] for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_HOME", "ANSIBLE_NOCOLOR", "TMPDIR", "PATH")})
+    return {"runner": runner, "stdout": runner.stdout.read(), "events": list(runner.events), "reports": reports}
+
+
+@pytest.fixture(scope="module")
+def maintenance_output(maintenance_run) -> str:
+    assert maintenance_run["runner"].rc == 0, maintenance_run["stdout"]
+    return maintenance_run["stdout"]
 
 
 def task_output(stdout: str, task: str) -> list:
@@ -72,26 +88,22 @@ def test_the_verification_prints_one_line_per_vm_and_the_play_says_nothing_else_
     assert [line for line in drain if line.strip() and not MIGRATED.match(line)] == ["changed: [localhost]"]
 
 
-def test_awx_job_output_carries_the_lines_as_events_while_the_drain_runs(tmp_path):
-    """ansible-runner with its awx_display callback, as AWX runs a job: each line is an event of its own (AWX's job
-    output), emitted during the drain task (between its start and its result)."""
-    with running_kubesim(str(write_scenario(tmp_path / "six.yaml", count=6, time_scale=20)), tmp_path / "sim") as sim:
-        data = tmp_path / "runner"
-        data.mkdir()
-        workdir = tmp_path / "work"
-        env = ansible_env(workdir, short_temp_dir(tmp_path))
-        runner = ansible_runner.run(private_data_dir=str(data), playbook=str(ROOT / "playbooks" / "maintenance.yml"),
-                                    inventory=str(localhost_inventory(workdir)), quiet=True,
-                                    extravars=connection_vars(sim, {"maintenance_nodes": ["worker-1"]}),
-                                    envvars={k: env[k] for k in ("ANSIBLE_COLLECTIONS_PATH", "ANSIBLE_HOME", "ANSIBLE_NOCOLOR", "TMPDIR", "PATH")})
-        events = list(runner.events)
-    assert runner.rc == 0, runner.stdout.read()
+def test_awx_job_output_carries_each_line_as_an_event_while_the_drain_runs(maintenance_run, maintenance_output):
+    events = maintenance_run["events"]
     drain_start = next(i for i, e in enumerate(events) if e["event"] == "playbook_on_task_start"
                        and "Drain (cordon" in e["event_data"].get("task", ""))
     drain_end = next(i for i, e in enumerate(events) if i > drain_start and e["event"] == "runner_on_ok")
     lines = [e for e in events[drain_start:drain_end] if MIGRATED.match(e.get("stdout", ""))]
     assert [MIGRATED.match(e["stdout"]).group(3) for e in lines] == ["1", "2", "3", "4", "5", "6"], [e.get("stdout") for e in events]
     assert all(e["event"] == "verbose" for e in lines)
+
+
+def test_the_nodes_from_the_survey_textarea_are_drained_and_reported_into_a_new_directory(maintenance_run, maintenance_output):
+    reports = maintenance_run["reports"]
+    cluster = json.loads((reports / "maintenance-localhost.json").read_text())
+    node = json.loads((reports / "node-maintenance-worker-1.json").read_text())
+    assert node["drained"] and len(node["moved"]) == 6 and cluster["nodes"]["worker-1"]["moved"] == node["moved"]
+    assert "does not exist" not in maintenance_output
 
 
 def test_a_long_drain_says_what_it_awaits_at_least_every_progress_every_seconds(tmp_path):
