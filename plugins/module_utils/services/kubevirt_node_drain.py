@@ -225,12 +225,16 @@ class Drain:
         newly = [i for i in self.items if i["state"] == "done" and not i.get("reported")]
         if not newly:
             return
-        ends = {kv.meta(m).get("name"): migration_record(m)["end"] or "" for m in vmims}
+        # the records of the migrations that finished them, built once: for the order and for the seconds
+        wanted = {(i["result"] or {}).get("migration") for i in newly} - {None}
+        records = {kv.meta(m).get("name"): migration_record(m) for m in vmims if kv.meta(m).get("name") in wanted}
+        done = sum(1 for i in self.items if i.get("reported"))
         # several found in one batch of events: in the order their migrations ended (the cluster's timestamps)
-        for item in sorted(newly, key=lambda i: ends.get((i["result"] or {}).get("migration"), "") or ""):
+        for item in sorted(newly, key=lambda i: (records.get((i["result"] or {}).get("migration")) or {}).get("end") or ""):
             item["reported"] = True
-            done = sum(1 for i in self.items if i.get("reported"))
-            self.progress.finished("{0}: {1} ({2} of {3} done)".format(self.node, finished_line(item, vmims, self.progress.wall()), done, total))
+            done += 1
+            record = records.get((item["result"] or {}).get("migration"))
+            self.progress.finished("{0}: {1} ({2} of {3} done)".format(self.node, finished_line(item, record, self.progress.wall()), done, total))
 
     def awaiting_line(self, elapsed: float, timeout: int) -> str:
         open_items = [i for i in self.items if i["state"] != "done"]
@@ -336,14 +340,14 @@ class Drain:
 
 
 # ------------------------------------------------------------------------------------------ results
-def finished_line(item: dict, vmims: List[dict], now: float) -> str:
+def finished_line(item: dict, record: Optional[dict], now: float) -> str:
     """`vms/vm-1 migrated worker-1 -> worker-2 in 12 s`: a finished VM or Pod as a person reads it. A migration's seconds
-    are the cluster's (its start and end), else the time since the eviction was asked."""
+    are the cluster's (its start and end, from `record`, checks.migration.migration_record), else the time since the
+    eviction was asked."""
     what = "{0}/{1}".format(item["namespace"], item["name"]) if item["kind"] == "vm" else "Pod {0}/{1}".format(item["namespace"], item["name"])
     result = item["result"] or {}
     waited = now - item["requested_at"] if item.get("requested_at") else None
     if result.get("result") == "migrated":
-        record = next((migration_record(m) for m in vmims if kv.meta(m).get("name") == result.get("migration")), None)
         took = (record or {}).get("duration_seconds")
         # the cluster's timestamps have whole seconds: below one, the time since the eviction says more
         return "{0} migrated {1} -> {2} in {3}".format(what, item.get("source_node"), result.get("target_node"), seconds(took if took else waited))
