@@ -6,7 +6,7 @@ import copy
 import urllib.error
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import yaml
 
@@ -104,13 +104,24 @@ def role_denied(run, verb: str, resource: str) -> None:
     assert run.failed and 'cannot {0} resource "{1}"'.format(verb, resource) in run.stdout.replace("\\", ""), run.stdout[-3000:]
 
 
+def suspended_cronjob(scenario: str, cluster: str = "workload") -> dict:
+    """The scenario's Descheduler CronJob with `suspend: true`, for `objects`: set in the scenario itself, so no run
+    starts between two snapshots (a kubectl patch would be recorded by ACP as a ResourcePatch)."""
+    document = yaml.safe_load((ROOT / "tests" / "kubesim" / "scenarios" / "{0}.yaml".format(scenario)).read_text())
+    cronjob = next(copy.deepcopy(o) for o in document["clusters"][cluster]["objects"] if o["kind"] == "CronJob")
+    cronjob["spec"]["suspend"] = True
+    return cronjob
+
+
 @contextmanager
-def rbac_kubesim(workdir: Path, extends: str, name: str, users: list, grants: dict) -> Iterator[KubeSim]:
+def rbac_kubesim(workdir: Path, extends: str, name: str, users: list, grants: dict, objects: Sequence[dict] = ()) -> Iterator[KubeSim]:
     """A simulator for the scenario `name`: `extends` with RBAC on and a token user for each of `users`; each user
-    of `grants` bound to its documents. Stopped on exit."""
+    of `grants` bound to its documents; `objects` replace the workload cluster's objects of the same identity. Stopped on exit."""
     scenario = workdir / "rbac.yaml"
-    scenario.write_text(yaml.safe_dump({"extends": extends, "name": name, "rbac": True,
-                                        "users": [{"name": u, "token": "{0}-token".format(u)} for u in users]}))
+    document = {"extends": extends, "name": name, "rbac": True, "users": [{"name": u, "token": "{0}-token".format(u)} for u in users]}
+    if objects:
+        document["clusters"] = {"workload": {"objects": list(objects)}}
+    scenario.write_text(yaml.safe_dump(document))
     with running_kubesim(str(scenario), workdir / "sim") as sim:
         for user, docs in grants.items():
             grant(sim, user, docs)
