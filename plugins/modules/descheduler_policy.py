@@ -31,6 +31,13 @@ description:
   - I(state=restored) re-applies the data of a backup file exactly. I(state=absent) deletes the ResourcePatches that override the
     ConfigMap, so the chart restores its own policy, and waits until the ConfigMap shows it.
   - With I(plan=true) the result has the plan, what LowNodeUtilization would do with this policy now (see RETURN).
+  - Balancing by actual usage instead of requests (I(metrics_source)) renders LowNodeUtilization C(metricsUtilization) and the
+    policy's C(metricsProviders) entry; a Prometheus token is never written into the policy, only the Secret that holds it is
+    named (I(prometheus_auth_secret)). When the VM profile balances by actual usage, the plan and the forecast read it first,
+    from the metrics server (C(metrics.k8s.io)) or with the profile's Prometheus query.
+  - With I(forecast=true) the result has the forecast, every descheduler run planned in turn until nothing would move. A
+    forecast that swaps nodes between categories or moves a VM back refuses the policy before anything is written (in check
+    mode too), unless I(force=true).
 options:
   state:
     description:
@@ -111,6 +118,56 @@ options:
       - DefaultEvictor C(nodeFit).
     type: bool
     default: true
+  metrics_source:
+    description:
+      - What LowNodeUtilization classifies nodes by. C(requests) (the Pods' requests) renders nothing.
+      - C(KubernetesMetrics) renders C(metricsUtilization.source) C(KubernetesMetrics) and the policy's provider of that source,
+        actual usage from the metrics server.
+      - C(Prometheus) renders C(metricsUtilization.source) C(Prometheus) with I(prometheus_query), and the Prometheus provider at
+        I(prometheus_url); I(thresholds) and I(target_thresholds) then name the one resource C(MetricResource), the query's value
+        in percent.
+    type: str
+    choices: [requests, KubernetesMetrics, Prometheus]
+    default: requests
+  prometheus_query:
+    description:
+      - With I(metrics_source=Prometheus), the instant query that returns one sample from 0 to 1 per node, labelled
+        C(instance) with the node's name, for example C(instance:node_cpu_utilisation:rate1m).
+    type: str
+  prometheus_url:
+    description:
+      - With I(metrics_source=Prometheus), the URL the descheduler reaches Prometheus at (the provider's C(prometheus.url)), for
+        example C(https://prometheus-k8s.monitoring.svc:9091). A URL with user information is refused.
+    type: str
+  prometheus_auth_secret:
+    description:
+      - With I(metrics_source=Prometheus), the Secret that holds the bearer token under the key C(prometheusAuthToken),
+        rendered as the provider's C(authToken.secretReference). Without it the descheduler uses its service account's token.
+      - Only the reference is written into the policy, never a token.
+    type: dict
+    suboptions:
+      namespace:
+        description:
+          - The Secret's namespace (the descheduler's own is where its RBAC reads Secrets).
+        type: str
+        required: true
+      name:
+        description:
+          - The Secret's name.
+        type: str
+        required: true
+  use_deviation_thresholds:
+    description:
+      - LowNodeUtilization C(useDeviationThresholds). I(thresholds) and I(target_thresholds) are then percentage points below and
+        above the mean usage of the nodes. Unset or false renders nothing.
+    type: bool
+  no_eviction_policy:
+    description:
+      - DefaultEvictor C(noEvictionPolicy). C(Mandatory) never evicts a Pod annotated
+        C(descheduler.alpha.kubernetes.io/prefer-no-eviction), which the migration cooldown marks launcher Pods with; C(Preferred)
+        evicts such Pods only when nothing else is left.
+    type: str
+    choices: [Preferred, Mandatory]
   min_threshold_gap:
     description:
       - The least number of percentage points between a threshold and its target threshold in a VM profile, so that moving one VM
@@ -122,6 +179,32 @@ options:
       - Return the plan, what the first run would do with this policy on the live nodes and Pods.
     type: bool
     default: true
+  forecast:
+    description:
+      - Return the forecast, each run planned on the state the previous one leaves (every planned move applied, the target chosen
+        as the scheduler would), until nothing would move or I(forecast_cycles) runs.
+      - A forecast whose runs swap nodes between categories or move a VM back refuses the policy, before any backup or write and in
+        check mode alike, unless I(force=true).
+    type: bool
+    default: true
+  forecast_cycles:
+    description:
+      - The most runs the forecast plans; 1 or more.
+    type: int
+    default: 10
+  force:
+    description:
+      - Apply a policy the forecast refuses; the result then has the finding C(forecast_refusal_forced).
+    type: bool
+    default: false
+  prometheus_url_override:
+    description:
+      - For the plan and the forecast only, a Prometheus URL reachable from where the module runs (a Route, an Ingress, a
+        port-forward), used instead of the policy's in-cluster URL; never written into the policy.
+      - Without it an in-cluster URL (C(<service>.<namespace>.svc)) is queried through the API server's service proxy with the
+        connection's credentials; a Prometheus that requires a token needs a URL reachable from here.
+      - The token is read from the Secret the policy's provider names and never returned.
+    type: str
   descheduler_namespace:
     description:
       - The namespace of the Descheduler plugin.
@@ -207,6 +290,27 @@ EXAMPLES = r"""
     max_pods_to_evict_per_node: 1
     max_pods_to_evict_total: 2
 
+- name: Balance by actual CPU load from Prometheus, around the nodes' mean, with the migration cooldown honoured
+  kubevirt_ops.rebalance.descheduler_policy:
+    nodes: [worker-a, worker-b, worker-c]
+    vm_labels: {app: desched-test}
+    metrics_source: Prometheus
+    prometheus_query: instance:node_cpu_utilisation:rate1m
+    prometheus_url: https://prometheus-k8s.monitoring.svc:9091
+    prometheus_auth_secret: {namespace: descheduler, name: prometheus-token}
+    prometheus_url_override: https://prometheus.apps.example.com
+    use_deviation_thresholds: true
+    thresholds: {MetricResource: 10}
+    target_thresholds: {MetricResource: 10}
+    no_eviction_policy: Mandatory
+    max_pods_to_evict_per_node: 1
+    max_pods_to_evict_total: 2
+  register: by_load
+
+- name: Show how many runs the forecast needs to converge
+  ansible.builtin.debug:
+    msg: "{{ by_load.forecast.cycles_to_converge }} runs, {{ by_load.forecast.migrations }} migrations"
+
 - name: Re-apply the backup taken before the change
   kubevirt_ops.rebalance.descheduler_policy:
     state: restored
@@ -290,14 +394,61 @@ plan:
     - C(nodes) (usage percent, category), C(evictions) (the Pods and VMs the first run would request to move, in order, with the
       equally ranked alternatives), C(candidates) per overutilized node (removable or not and why; C(node_fit) has the descheduler's
       NodeFit error per node tried when nodeFit refused it), C(stop_reason), C(warnings) (flapping, with the gap that avoids it).
-    - C(profiles[].not_evaluated) lists, per field as C(Plugin.path), what the policy sets and the plan does not evaluate
-      (DefaultEvictor namespaceLabelSelector, minReplicas above 1, minPodAge, priorityThreshold.name, noEvictionPolicy Mandatory,
-      the PodsWithoutPDB and PodsWithResourceClaims protections, PodsWithPVC protectedStorageClasses; LowNodeUtilization
-      useDeviationThresholds and metricsUtilization).
+    - C(profiles[].not_evaluated) lists, per field as C(Plugin.path), what the policy sets and the plan does not evaluate.
+    - C(usage_source) (also per node row) is what the nodes were classified by, C(requests), C(KubernetesMetrics) or C(Prometheus);
+      with C(useDeviationThresholds) each node row has C(thresholds_percent) (C(low), C(high)) around the mean. A VM profile that
+      balances by actual usage is planned with the usage read from the metrics server or its Prometheus query.
   returned: state=present and plan=true
   type: dict
+forecast:
+  description:
+    - Every run of the descheduler planned in turn on the state the previous one leaves, until nothing would move or
+      I(forecast_cycles) runs.
+  returned: state=present and forecast=true
+  type: dict
+  contains:
+    cycles:
+      description: Per run, its number (C(cycle), from 1), the planned C(evictions) (C(vm), C(namespace), C(pod), C(source),
+        C(destination)) and the nodes' C(categories) (node name to category).
+      type: list
+      elements: dict
+    converged:
+      description: Whether a run was reached that moves nothing.
+      type: bool
+    cycles_to_converge:
+      description: The runs that move something before the one that moves nothing; null when the forecast did not converge.
+      type: int
+    migrations:
+      description: The migrations the forecast requests over all its runs.
+      type: int
+    swaps:
+      description: Each node that changes category between runs (C(node), C(from), C(to), C(cycle)).
+      type: list
+      elements: dict
+    moved_back:
+      description: Each VM the forecast moves back to a node it left (C(vm), C(namespace), C(cycle), C(nodes) in visiting order).
+      type: list
+      elements: dict
+    refusal:
+      description: Why the policy is refused (swaps or moves back), in one line; null when it is not. Set, without I(force), it
+        fails the task before anything is written, with this line and what to set.
+      type: str
+  sample:
+    cycles:
+      - cycle: 1
+        evictions: [{vm: vm-hot, namespace: desched-test, pod: virt-launcher-vm-hot-x2k9p, source: worker-a, destination: worker-b}]
+        categories: {worker-a: overutilized, worker-b: underutilized}
+    converged: true
+    cycles_to_converge: 1
+    migrations: 1
+    swaps: []
+    moved_back: []
+    refusal: null
 error:
-  description: On failure, the error as data (type, path, problem, fix; C(errors) with every policy problem).
+  description:
+    - On failure, the error as data (type, path, problem, fix; C(errors) with every policy problem).
+    - C(type) C(ForecastRefused) is a refusal by the forecast (path C(forecast)); the result then also has C(policy), C(plan) and
+      C(forecast), and nothing was written.
   returned: failure
   type: dict
 """

@@ -23,6 +23,10 @@ description:
   - Findings list what a person must read before moving VMs (a recorded strategy that differs from the cluster default, a
     non-migratable VM with a migrating strategy, PDBs that need the scale subresource, a missing EvictionsInBackground feature gate, a
     policy that protects PVC Pods or local storage, and more), each with a stable code.
+  - With the nodes section, each node's actual usage stands beside its requests, from the metrics server (C(metrics.k8s.io), one list
+    of NodeMetrics and one of PodMetrics) and from a Prometheus instant query (one value per node), the way the Descheduler's
+    LowNodeUtilization reads them with C(metricsUtilization); finding C(requests_disagree_with_usage) says when a policy that balances
+    by requests would move the wrong VMs.
   - Changes nothing; check mode returns the same facts.
 options:
   namespaces:
@@ -63,6 +67,61 @@ options:
     elements: str
     choices: [cluster, nodes, descheduler, vmis]
     default: [cluster, nodes, descheduler, vmis]
+  usage_source:
+    description:
+      - Where the nodes' actual usage comes from, beside their requests (needs the C(nodes) section).
+      - C(auto) reads the metrics server when the API server serves C(metrics.k8s.io), and queries Prometheus when I(prometheus_query)
+        is given or the installed policy's LowNodeUtilization reads Prometheus; what it cannot read is reported in
+        RV(actual_usage) and does not fail the module.
+      - C(requests) reads no actual usage.
+      - C(KubernetesMetrics) reads the metrics server and fails when it is not served (install metrics-server).
+      - C(Prometheus) queries Prometheus (I(prometheus_query) or the installed policy's query, at I(prometheus_url) or the installed
+        policy's C(metricsProviders) URL) and fails on any error, with upstream's words where the Descheduler has some.
+    type: str
+    choices: [auto, requests, KubernetesMetrics, Prometheus]
+    default: auto
+  prometheus_url:
+    description:
+      - The base URL of the Prometheus HTTP API (the one that serves C(/api/v1/query)), reachable from where the module runs; it
+        overrides the installed policy's C(metricsProviders[].prometheus.url).
+      - An in-cluster URL (C(https://<service>.<namespace>.svc:<port>)) whose host does not resolve from here is queried through the
+        API server's service proxy with the connection's credentials. No Prometheus token goes there (the API server takes the
+        Authorization header for itself and removes it), so a Prometheus that needs a token needs a URL reachable from here.
+      - TLS is verified as for the API server (I(validate_certs)), against the system's CAs and the cluster CA.
+    type: str
+  prometheus_query:
+    description:
+      - A PromQL instant query returning one sample per node, labelled C(instance=<node name>), with a value between 0 and 1, as
+        LowNodeUtilization's C(metricsUtilization.prometheus.query); for example C(instance:node_cpu_utilisation:rate1m).
+      - Without it, the installed policy's query is used.
+    type: str
+  prometheus_auth_secret:
+    description:
+      - The Secret whose C(prometheusAuthToken) key holds the bearer token for Prometheus, as the policy's
+        C(metricsProviders[].prometheus.authToken.secretReference) names it; without it that reference is used.
+      - The token is sent only in the Authorization header of a direct query, never returned or logged.
+    type: dict
+    suboptions:
+      namespace:
+        description: The Secret's namespace.
+        type: str
+        required: true
+      name:
+        description: The Secret's name.
+        type: str
+        required: true
+  prometheus_token:
+    description:
+      - The bearer token for Prometheus itself, instead of I(prometheus_auth_secret).
+    type: str
+  usage_disagreement_points:
+    description:
+      - How many percentage points a node's actual usage may be from its requested percent before finding
+        C(requests_disagree_with_usage) reports it.
+      - Two nodes whose order by requests is the reverse of their order by actual usage (each by more than 5 points) are reported
+        whatever this value.
+    type: int
+    default: 20
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubevirt_ops.rebalance.connection
@@ -106,6 +165,31 @@ EXAMPLES = r"""
   ansible.builtin.fail:
     msg: "{{ facts.findings | selectattr('severity', 'equalto', 'warning') | map(attribute='message') | list }}"
   when: facts.summary.warnings > 0
+
+- name: Compare requests with the load the metrics server measures
+  kubevirt_ops.rebalance.kubevirt_eviction_facts:
+    include: [nodes]
+    usage_source: KubernetesMetrics
+  register: usage
+
+- name: Show requested and actual CPU per node
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: cpu {{ item.usage_percent.cpu }}% requested, {{ item.actual_percent.cpu }}% used"
+  loop: "{{ usage.nodes }}"
+  loop_control:
+    label: "{{ item.name }}"
+
+- name: Stop when a request-based policy would move the wrong VMs
+  ansible.builtin.fail:
+    msg: "{{ usage.findings | selectattr('code', 'equalto', 'requests_disagree_with_usage') | map(attribute='message') | first }}"
+  when: usage.summary.findings.requests_disagree_with_usage is defined
+
+- name: The load as the OpenShift Prometheus sees it, through the API server's service proxy
+  kubevirt_ops.rebalance.kubevirt_eviction_facts:
+    include: [nodes]
+    usage_source: Prometheus
+    prometheus_url: https://prometheus-k8s.monitoring.svc:9091
+    prometheus_query: instance:node_cpu_utilisation:rate1m
 
 - name: Only the Descheduler section, from the global cluster (ModuleInfo is served there)
   kubevirt_ops.rebalance.kubevirt_eviction_facts:
@@ -276,6 +360,41 @@ nodes:
     vmis:
       description: VMIs (in scope) on the node.
       type: int
+    actual_usage:
+      description: C(cpu) in millicores and C(memory) in bytes of the node's NodeMetrics (metrics server); null when not read.
+      type: dict
+    actual_percent:
+      description: I(actual_usage) in percent of I(allocatable), as LowNodeUtilization's usagePercentage; null when not read.
+      type: dict
+    prometheus_value:
+      description: The Prometheus query's sample for the node (0 to 1); null when not queried or when the node has no sample.
+      type: float
+    prometheus_percent:
+      description: C(int(prometheus_value * 100)), the MetricResource usage LowNodeUtilization compares with its thresholds.
+      type: int
+    usage_deviation_points:
+      description:
+        - Actual minus requested percent, C(cpu) and C(memory) from the metrics server, C(prometheus) the query against CPU
+          requests; null when nothing was read.
+      type: dict
+      sample: {"cpu": 41.5, "memory": -3.2}
+actual_usage:
+  description: Where the nodes' actual usage came from, and why a source could not be read.
+  returned: when I(include) has C(nodes) and I(usage_source) is not C(requests)
+  type: dict
+  contains:
+    source:
+      description: I(usage_source) as given.
+      type: str
+    disagreement_points:
+      description: I(usage_disagreement_points).
+      type: int
+    metrics_server:
+      description: C(served) (metrics.k8s.io is in discovery) and C(error) (why it could not be read, null when it was); null when not asked.
+      type: dict
+    prometheus:
+      description: C(url) (without credentials), C(query), C(via) (C(direct) or C(service_proxy)), C(token_sent) and C(error); null when not asked.
+      type: dict
 descheduler:
   description: The Descheduler installation in I(descheduler_namespace).
   returned: when I(include) has C(descheduler)
@@ -715,7 +834,8 @@ findings:
         - C(strategy_differs_from_cluster), C(not_migratable_with_migrating_strategy), C(pdb_needs_scale_subresource),
           C(pdb_blocks_eviction), C(feature_gate_missing), C(verbosity_below_3), C(descheduler_dry_run), C(descheduler_suspended),
           C(descheduler_not_found), C(policy_missing), C(policy_unparseable), C(policy_protects_pvc_pods),
-          C(policy_protects_local_storage), C(kubevirt_not_served), C(kubevirt_cr_missing), C(migration_unfinished).
+          C(policy_protects_local_storage), C(kubevirt_not_served), C(kubevirt_cr_missing), C(migration_unfinished),
+          C(requests_disagree_with_usage).
       type: str
     severity:
       description: C(warning) or C(info).
@@ -772,6 +892,7 @@ api:
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_eviction_facts import (
     ARG_SPEC,
+    MUTUALLY_EXCLUSIVE,
     KubevirtEvictionFactsOptions,
     gather_eviction_facts,
 )
@@ -779,7 +900,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner 
 
 
 def main() -> None:
-    run_module(ARG_SPEC, KubevirtEvictionFactsOptions, gather_eviction_facts)
+    run_module(ARG_SPEC, KubevirtEvictionFactsOptions, gather_eviction_facts, mutually_exclusive=MUTUALLY_EXCLUSIVE)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 # Copyright: kubevirt_ops.rebalance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The playbooks' cross-variable rules, what a type or a choice cannot say, by rule set: `rebalance` (rebalance.yml,
-fleet_rollout.yml), `fleet`, `rehearse`, `maintenance`, `rollback`. A rule reads the variables that are set (already
+fleet_rollout.yml), `fleet`, `rehearse`, `maintenance`, `rollback`, `cooldown`. A rule reads the variables that are set (already
 converted to their spec's types) and returns a Problem per wrong variable with its fix; it is not run when one of the
 variables it reads has a problem of its own. Pure: the one look at the controller is whether a backup file exists.
 """
@@ -14,6 +14,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Tuple
 
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.cooldown import parse_duration
 from ansible_collections.kubevirt_ops.rebalance.plugins.plugin_utils.variable_checks import Problem, Rule, extra_var, shown
 
 # The rebalance procedure's LowNodeUtilization values, the examples of a pair that works.
@@ -23,6 +24,11 @@ PROCEDURE_TARGETS = {"cpu": 75, "memory": 68, "pods": 30}
 EQUALITY_SELECTOR = re.compile(r"^[A-Za-z0-9./_-]+=[A-Za-z0-9._-]+(,[A-Za-z0-9./_-]+=[A-Za-z0-9._-]+)*$")
 PERCENTAGE = re.compile(r"^([0-9]+)%$")
 GAP = 10  # percentage points between a threshold and its target in a suggested fix (the policy module wants 5 or more)
+# A Prometheus query's one threshold resource (its value in percent), and examples that work with it.
+METRIC_RESOURCE = "MetricResource"
+PROMETHEUS_THRESHOLDS = {"rebalance_thresholds": {METRIC_RESOURCE: 20}, "rebalance_target_thresholds": {METRIC_RESOURCE: 40}}
+PROMETHEUS_VARIABLES = ("rebalance_prometheus_query", "rebalance_prometheus_url", "rebalance_prometheus_auth_secret")
+SECRET_EXAMPLE = {"namespace": "descheduler", "name": "prometheus-token"}
 
 
 def at_least(name: str, minimum: int, unit: str = "", example: int = 1) -> Rule:
@@ -71,7 +77,8 @@ def percentage_problems(name: str, values: Mapping[str, Any]) -> List[Problem]:
 
 
 def rebalance_thresholds(values: Mapping[str, Any]) -> List[Problem]:
-    """Percentages; with both given: the same resources, each threshold below its target."""
+    """Percentages; with both given: the same resources, each threshold below its target (unless they are deviations
+    from the mean, which upstream does not order)."""
     low, high = "rebalance_thresholds", "rebalance_target_thresholds"
     problems = percentage_problems(low, values) + percentage_problems(high, values)
     if problems or low not in values or high not in values:
@@ -81,6 +88,8 @@ def rebalance_thresholds(values: Mapping[str, Any]) -> List[Problem]:
         return [Problem(high, "names {0} and rebalance_thresholds names {1}: thresholds and targetThresholds configured different resources".format(
                         ", ".join(sorted(targets)) or "none", ", ".join(sorted(thresholds)) or "none"),
                         "Give both the same resources, e.g. -e '{0}'".format(json.dumps({low: PROCEDURE_THRESHOLDS, high: PROCEDURE_TARGETS})))]
+    if values.get("rebalance_use_deviation_thresholds"):
+        return []
     wrong = [resource for resource in thresholds if thresholds[resource] >= targets[resource]]
     fixed_thresholds, fixed_targets = widened(thresholds, targets, wrong)
     example = "-e '{0}'".format(json.dumps({low: fixed_thresholds, high: fixed_targets}))
@@ -107,6 +116,45 @@ def widened(thresholds: Dict[str, Any], targets: Dict[str, Any], wrong: Iterable
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def rebalance_metrics(values: Mapping[str, Any]) -> List[Problem]:
+    """Actual usage: a Prometheus source needs its query and URL, and thresholds that name only MetricResource; the
+    Prometheus variables and MetricResource only with it; the token Secret named by namespace and name (its values are
+    never shown: a token put there by mistake stays out of the output)."""
+    if "rebalance_policy" in values:  # a whole policy wins over the rendering variables
+        return []
+    source = values.get("rebalance_metrics_source") or "requests"
+    if source != "Prometheus":
+        problems = [Problem(name, "is only used with rebalance_metrics_source=Prometheus (it is {0})".format(source),
+                            "Set -e rebalance_metrics_source=Prometheus, or leave {0} unset".format(name))
+                    for name in PROMETHEUS_VARIABLES if values.get(name) not in (None, "", {})]
+        return problems + [Problem(name, "names MetricResource, which only a Prometheus query measures",
+                                   "Set -e rebalance_metrics_source=Prometheus with rebalance_prometheus_query, or give cpu, memory and pods, e.g. "
+                                   "-e '{0}'".format(json.dumps({"rebalance_thresholds": PROCEDURE_THRESHOLDS,
+                                                                 "rebalance_target_thresholds": PROCEDURE_TARGETS})))
+                           for name in ("rebalance_thresholds", "rebalance_target_thresholds") if METRIC_RESOURCE in (values.get(name) or {})]
+    problems = []
+    if not values.get("rebalance_prometheus_query"):
+        problems.append(Problem("rebalance_prometheus_query", "is not given; rebalance_metrics_source=Prometheus balances by this query",
+                                "Give a query with one value from 0 to 1 per node labelled instance=<node name>, e.g. "
+                                "-e rebalance_prometheus_query=instance:node_cpu_utilisation:rate1m"))
+    if not values.get("rebalance_prometheus_url"):
+        problems.append(Problem("rebalance_prometheus_url", "is not given; the policy's Prometheus provider needs it",
+                                "Give the URL the descheduler reaches Prometheus at, e.g. "
+                                "-e rebalance_prometheus_url=https://prometheus-k8s.monitoring.svc:9091"))
+    secret = values.get("rebalance_prometheus_auth_secret")
+    if secret is not None and (sorted(secret) != ["name", "namespace"] or not all(isinstance(v, str) and v for v in secret.values())):
+        problems.append(Problem("rebalance_prometheus_auth_secret", "has the keys {0}; it names the token's Secret by namespace and name only, "
+                                "never the token".format(", ".join(sorted(map(str, secret))) or "none"),
+                                "Give e.g. -e '{0}'".format(json.dumps({"rebalance_prometheus_auth_secret": SECRET_EXAMPLE}))))
+    for name in ("rebalance_thresholds", "rebalance_target_thresholds"):
+        given = values.get(name)
+        if given is None or sorted(given) != [METRIC_RESOURCE]:
+            said = "is not given" if given is None else "names {0}".format(", ".join(sorted(given)) or "nothing")
+            problems.append(Problem(name, "{0}; with rebalance_metrics_source=Prometheus the thresholds name the one resource MetricResource (the "
+                                          "query's value in percent)".format(said), "Give e.g. -e '{0}'".format(json.dumps(PROMETHEUS_THRESHOLDS))))
+    return problems
 
 
 # ------------------------------------------------------------------------------------------ fleet
@@ -180,12 +228,46 @@ def rollback_backup_file(values: Mapping[str, Any]) -> List[Problem]:
     return []
 
 
+# ------------------------------------------------------------------------------------------ cooldown
+def duration(name: str, example: str) -> Rule:
+    """`name` is seconds or a duration with units d, h, m, s (as vm_migration_cooldown and descheduler_storm_breaker read it),
+    more than 0."""
+    def check(values: Mapping[str, Any]) -> List[Problem]:
+        if values.get(name) is None:
+            return []
+        try:
+            seconds = parse_duration(values[name])
+        except ValueError:
+            seconds = 0
+        if seconds > 0:
+            return []
+        return [Problem(name, "{0} is not a duration of more than 0 seconds".format(shown(values[name])),
+                        "Give seconds or a duration with units d, h, m, s, e.g. {0}".format(extra_var(name, example)))]
+    return Rule((name,), check)
+
+
+def cooldown_periods(values: Mapping[str, Any]) -> List[Problem]:
+    """With both given, the longest cooldown is at least the first one."""
+    if values.get("cooldown_period") is None or values.get("cooldown_max_period") is None:
+        return []
+    base, cap = parse_duration(values["cooldown_period"]), parse_duration(values["cooldown_max_period"])
+    if cap >= base:
+        return []
+    return [Problem("cooldown_max_period", "{0} is shorter than cooldown_period ({1}); the cooldown doubles up to it".format(
+                    shown(values["cooldown_max_period"]), shown(values["cooldown_period"])),
+                    "Give a longer one, e.g. {0}".format(extra_var("cooldown_max_period", "6h")))]
+
+
 RULE_SETS: Dict[str, Tuple[Rule, ...]] = {
     "rebalance": (
         Rule(("rebalance_nodes", "rebalance_policy"), rebalance_workers),
         Rule(("rebalance_label_selector", "rebalance_vm_labels"), rebalance_label_selector),
-        Rule(("rebalance_thresholds", "rebalance_target_thresholds"), rebalance_thresholds),
+        # before the thresholds' rule: with Prometheus they must name MetricResource, said once
+        Rule(("rebalance_metrics_source", "rebalance_policy", "rebalance_thresholds", "rebalance_target_thresholds") + PROMETHEUS_VARIABLES,
+             rebalance_metrics),
+        Rule(("rebalance_thresholds", "rebalance_target_thresholds", "rebalance_use_deviation_thresholds"), rebalance_thresholds),
         at_least("rebalance_cycles", 1),
+        at_least("rebalance_forecast_cycles", 1),
         at_least("rebalance_timeout", 1, "seconds", 600),
         at_least("rebalance_rollback_timeout", 1, "seconds", 600),
     ),
@@ -202,6 +284,16 @@ RULE_SETS: Dict[str, Tuple[Rule, ...]] = {
         at_least("maintenance_timeout", 1, "seconds", 1800),
     ),
     "rollback": (Rule(("rollback_method", "rollback_backup_file"), rollback_backup_file),),
+    "cooldown": (
+        duration("cooldown_period", "15m"),
+        duration("cooldown_max_period", "6h"),
+        duration("cooldown_history_window", "6h"),
+        duration("cooldown_breaker_window", "1h"),
+        Rule(("cooldown_period", "cooldown_max_period"), cooldown_periods),
+        at_least("cooldown_max_failed_migrations", 1, example=3),
+        at_least("cooldown_max_migrations_per_vm", 1, example=3),
+        at_least("cooldown_wait_timeout", 1, "seconds", 600),
+    ),
 }
 
 

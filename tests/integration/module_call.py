@@ -14,8 +14,10 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.plugin_utils.progress_ac
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions, module_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_policy as policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_storm_breaker as breaker
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_eviction_facts as facts
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_node_drain as drain
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_cooldown as cooldown
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_verify as verify
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_wait as wait
 
@@ -29,6 +31,8 @@ MODULES: Dict[str, Tuple[dict, Type[ModuleOptions], Service, dict]] = {
     "descheduler_run": (descheduler_run.ARG_SPEC, descheduler_run.DeschedulerRunOptions, descheduler_run.run, {}),
     "vm_migration_wait": (wait.ARG_SPEC, wait.VmMigrationWaitOptions, wait.run, {}),
     "kubevirt_node_drain": (drain.ARG_SPEC, drain.KubevirtNodeDrainOptions, drain.run, {}),
+    "vm_migration_cooldown": (cooldown.ARG_SPEC, cooldown.VmMigrationCooldownOptions, cooldown.run, {}),
+    "descheduler_storm_breaker": (breaker.ARG_SPEC, breaker.DeschedulerStormBreakerOptions, breaker.run, {}),
 }
 
 

@@ -1,13 +1,16 @@
 """`kubevirt_ops.rebalance.kubevirt_eviction_facts` run by the venv's `ansible` (ad hoc, `ansible_connection=local`)
 against the simulator: the facts and verdicts it returns, that each verdict is what the simulator then does
 when the launcher is evicted, that its requests do not grow with the number of VMIs, that injected faults are
-retried, that kinds which are not served are reported, and that bad options fail with a message naming them.
+retried, that kinds which are not served are reported, that bad options fail with a message naming them, and that
+actual usage (metrics server, Prometheus through the service proxy or directly with a token) stands beside requests
+with a finding when a request-based policy would move the wrong VMs.
 
 Scenarios: the bundled ones by name (`rebalance-two-workers`, `acp-default`, `maintenance`, `old-package`,
 `deployment-mode`, `openshift`) and this directory's `scenarios/*.yaml` by path."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -19,6 +22,7 @@ import pytest
 import yaml
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils.quantity import parse_quantity
 
 from support.waiting import wait_for
 
@@ -619,3 +623,119 @@ def test_maintenance_verdicts_agree_with_evictions(simulator):
     assert "bare-vmi" not in after or after["bare-vmi"]["verdict"] == "not_running"
     new_replicas = [name for name in after if name.startswith("web-rs") and name not in replicas]
     assert len(new_replicas) == 2 and {after[name]["verdict"] for name in new_replicas} == {"shutdown_replace"}
+
+
+# ------------------------------------------------------------------------------------------ actual usage
+HOT_SCENARIO = "actual-load-hot-worker"
+HOT_SCENARIO_FILE = ROOT / "tests" / "kubesim" / "scenarios" / (HOT_SCENARIO + ".yaml")
+CPU_QUERY = "instance:node_cpu_utilisation:rate1m"
+
+
+def hot_metrics_settings() -> dict:
+    """The scenario's `metrics` section of the workload cluster (Prometheus Service, the VMs' load)."""
+    return yaml.safe_load(HOT_SCENARIO_FILE.read_text())["clusters"]["workload"]["metrics"]
+
+
+def served_node_usage(sim) -> dict:
+    """NodeMetrics as the API serves them, converted here with the kubernetes client's own quantity parser: cpu in
+    millicores and memory in bytes, rounded up."""
+    items = sim.request_json("GET", "/apis/metrics.k8s.io/v1beta1/nodes")["items"]
+    return {item["metadata"]["name"]: {"cpu": int(math.ceil(parse_quantity(item["usage"]["cpu"]) * 1000)),
+                                       "memory": int(math.ceil(parse_quantity(item["usage"]["memory"])))} for item in items}
+
+
+def disagreement(result: dict) -> list:
+    return [f["message"] for f in result["findings"] if f["code"] == "requests_disagree_with_usage"]
+
+
+@pytest.fixture(scope="module")
+def hot(kubesim_factory):
+    """Requests balanced, one worker hot; the descheduler suspended so that nothing moves between the reads."""
+    return kubesim_factory(HOT_SCENARIO, suspend=True, settle=True)
+
+
+def test_actual_usage_stands_beside_balanced_requests_and_names_the_hot_worker(hot):
+    with hot.without_faults():
+        result = run_module(hot, include=["nodes", "descheduler"])
+        counts = hot.counters()
+    served = served_node_usage(hot)
+    nodes = {n["name"]: n for n in result["nodes"]}
+    assert result["actual_usage"]["metrics_server"] == {"served": True, "error": None} and result["served"]["NodeMetrics"] is True
+    for name, usage in served.items():
+        assert nodes[name]["actual_usage"] == usage, name
+        allocatable = nodes[name]["allocatable"]
+        assert nodes[name]["actual_percent"]["cpu"] == round(100.0 * usage["cpu"] / allocatable["cpu"], 2)
+    workers = [name for name in nodes if not nodes[name]["control_plane"]]
+    hottest = max(workers, key=lambda name: served[name]["cpu"] / nodes[name]["allocatable"]["cpu"])
+    coolest = min(workers, key=lambda name: served[name]["cpu"] / nodes[name]["allocatable"]["cpu"])
+    # requests balanced: the scenario's premise, which is what a request-based policy sees
+    requested = [nodes[name]["usage_percent"]["cpu"] for name in workers]
+    assert max(requested) - min(requested) < result["actual_usage"]["disagreement_points"]
+    assert nodes[hottest]["actual_percent"]["cpu"] - nodes[coolest]["actual_percent"]["cpu"] > result["actual_usage"]["disagreement_points"]
+    [message] = disagreement(result)
+    assert "{0} actual cpu".format(hottest) in message and "metrics_source KubernetesMetrics or Prometheus" in message
+    assert counts.get("list nodes.metrics.k8s.io") == 1 and counts.get("list pods.metrics.k8s.io") == 1, counts
+
+
+def test_prometheus_through_the_service_proxy_sees_the_same_hot_worker(hot):
+    prometheus = hot_metrics_settings()["prometheus"]
+    url = "https://{service}.{namespace}.svc:{port}".format(**prometheus)
+    args = {"include": ["nodes"], "usage_source": "Prometheus", "prometheus_url": url, "prometheus_query": CPU_QUERY}
+    if prometheus.get("token"):
+        # the API server keeps the Authorization header for itself: a token-protected Prometheus refuses the proxied query
+        failed = run_module(hot, expect_failure=True, **args)
+        assert failed["msg"].startswith("prometheus_url: unable to capture prometheus metrics: 401") and "port-forward" in failed["msg"]
+        assert prometheus["token"] not in json.dumps(failed)
+        return
+    result = run_module(hot, **args)
+    section = result["actual_usage"]["prometheus"]
+    assert (section["via"], section["url"], section["query"], section["token_sent"], section["error"]) == (
+        "service_proxy", url, CPU_QUERY, False, None)
+    nodes = {n["name"]: n for n in result["nodes"]}
+    served = served_node_usage(hot)
+    capacity = {item["metadata"]["name"]: int(math.ceil(parse_quantity(item["status"]["capacity"]["cpu"]) * 1000))
+                for item in hot.kubectl_json("get", "nodes")["items"]}
+    for name, node in nodes.items():
+        assert node["prometheus_value"] == pytest.approx(min(1.0, served[name]["cpu"] / capacity[name]), abs=0.01), name   # clamped
+        assert node["prometheus_percent"] == int(node["prometheus_value"] * 100)
+    workers = [name for name in nodes if not nodes[name]["control_plane"]]
+    hottest = max(workers, key=lambda name: nodes[name]["prometheus_value"])
+    assert "{0} the Prometheus query".format(hottest) in disagreement(result)[0]
+
+
+def test_a_direct_query_sends_the_token_of_the_secret(hot):
+    prometheus = hot_metrics_settings()["prometheus"]
+    secret = prometheus.get("tokenSecret")
+    direct = hot.url + "/_kubesim/prometheus/workload"     # stands in for a Route to Prometheus, reachable from here
+    args = {"include": ["nodes"], "usage_source": "Prometheus", "prometheus_url": direct, "prometheus_query": CPU_QUERY}
+    if secret:
+        args["prometheus_auth_secret"] = {"namespace": secret["namespace"], "name": secret["name"]}
+    elif prometheus.get("token"):
+        args["prometheus_token"] = prometheus["token"]
+    result = run_module(hot, **args)
+    section = result["actual_usage"]["prometheus"]
+    assert section["via"] == "direct" and section["error"] is None
+    assert section["token_sent"] is bool(secret or prometheus.get("token"))
+    assert all(n["prometheus_value"] is not None for n in result["nodes"])
+    if prometheus.get("token"):
+        assert prometheus["token"] not in json.dumps(result)
+        wrong_args = {key: value for key, value in args.items() if key != "prometheus_auth_secret"}
+        wrong = run_module(hot, expect_failure=True, prometheus_token="not-the-token", **wrong_args)
+        assert "unable to capture prometheus metrics: 401" in wrong["msg"] and "not-the-token" not in wrong["msg"]
+
+
+def test_the_finding_follows_the_load_when_it_changes(hot):
+    vms = hot_metrics_settings()["vms"]
+    loads = {name: (spec if isinstance(spec, dict) else spec[0]) for name, spec in vms.items()}
+    hot_vm = max(loads, key=lambda name: parse_quantity(str(loads[name]["cpu"])))
+    before = run_module(hot, include=["nodes"], usage_source="KubernetesMetrics")
+    assert disagreement(before)
+    hot.admin("POST", "usage", {"cluster": "workload", "vm": hot_vm, "cpu": "100m", "memory": str(loads[hot_vm]["memory"])})
+    try:
+        after = run_module(hot, include=["nodes"], usage_source="KubernetesMetrics")
+        served = served_node_usage(hot)
+        assert {n["name"]: n["actual_usage"] for n in after["nodes"]} == served
+        assert sum(u["cpu"] for u in served.values()) < sum(n["actual_usage"]["cpu"] for n in before["nodes"])
+        assert not disagreement(after), disagreement(after)
+    finally:
+        hot.admin("POST", "usage", {"cluster": "workload", "vm": hot_vm, "cpu": str(loads[hot_vm]["cpu"]), "memory": str(loads[hot_vm]["memory"])})

@@ -12,13 +12,14 @@ from . import generate
 from .api import Cluster
 from .clock import Clock
 from .errors import ApiError
+from .metrics import usage as metrics_usage
 from .rbac import check_user
 from .resources import DEFAULT_BUNDLES, KUBERNETES_BUNDLES, Registry, resolve_bundles
 
 SCENARIO_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scenarios")
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _TOP_KEYS = {"name", "description", "timeScale", "kubernetes", "clusters", "extends", "rbac", "users"}
-_CLUSTER_KEYS = {"bundles", "namespaces", "objects", "logs", "generate", "history", "remove"}
+_CLUSTER_KEYS = {"bundles", "namespaces", "objects", "logs", "generate", "history", "remove", "metrics"}
 
 
 class ScenarioError(ValueError):
@@ -113,6 +114,8 @@ def load(name_or_path: str, _seen: tuple[str, ...] = ()) -> Scenario:
         if unknown:
             raise ScenarioError(f"scenario {path}: clusters.{cname}: unknown key(s) {sorted(unknown)}; known: "
                                 f"{sorted(_CLUSTER_KEYS)}")
+        if (cdata or {}).get("metrics") is not None:
+            _metrics_config(f"scenario {path}: clusters.{cname}.metrics", cdata["metrics"])
     return Scenario(name=data.get("name") or os.path.basename(path)[:-5], description=data.get("description", ""),
                     time_scale=float(data.get("timeScale", 1.0)),
                     kubernetes=data.get("kubernetes") or {"gitVersion": "v1.35.0"},
@@ -132,6 +135,13 @@ def _users(path: str, users: Any) -> list[dict]:
         except ValueError as exc:
             raise ScenarioError(f"scenario {path}: users[{index}]: {exc}") from None
     return [dict(user) for user in users]
+
+
+def _metrics_config(where: str, data: Any) -> metrics_usage.Config:
+    try:
+        return metrics_usage.parse_config(where, data)
+    except metrics_usage.ConfigError as exc:
+        raise ScenarioError(str(exc)) from None
 
 
 def build_cluster(name: str, spec: dict, clock: Clock) -> Cluster:
@@ -170,6 +180,8 @@ def populate(cluster: Cluster, spec: dict) -> None:
             raise ScenarioError(f"{where} ({obj['kind']} {meta.get('name')}): {exc.message}") from None
     for entry in spec.get("logs") or []:
         cluster.append_log(entry["namespace"], entry["pod"], entry.get("container", ""), entry.get("lines", []))
+    if spec.get("metrics") is not None:   # the usage model, and the Prometheus Service and token Secret it needs
+        metrics_usage.install(cluster, _metrics_config(f"clusters.{cluster.name}.metrics", spec["metrics"]))
 
 
 def _population_order(objects: list) -> list[tuple[int, Any]]:

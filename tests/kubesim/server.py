@@ -19,11 +19,12 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from . import conversion, discovery, errors, kubeconfig, openapi
-from . import listoptions, negotiation, watchlist
+from . import listoptions, negotiation, tables, watchlist
 from .api import PATCH_TYPES, Cluster, RequestContext
 from .errors import ApiError
 from .faults import Faults
 from .kubevirt import subresources as kubevirt_api
+from .metrics import api as metrics_api, prometheus, usage as metrics_usage
 from .rbac import Attributes, Authorizer, User
 from .resources import ResourceType
 from .store import ERROR, encode
@@ -57,6 +58,22 @@ class Route:
     @property
     def resource(self) -> str:
         return f"{self.rt.plural}/{self.sub}" if self.sub else self.rt.plural
+
+
+class MetricsRoute(Route):
+    """A metrics.k8s.io request: counted and faulted as `nodes.metrics.k8s.io`, authorized as group metrics.k8s.io."""
+
+    @property
+    def resource(self) -> str:
+        return metrics_api.counted_resource(self.rt)
+
+
+class ProxyRoute(Route):
+    """`services/<ref>/proxy/<path>`: the rest of the path goes to the Service."""
+
+    def __init__(self, rt: ResourceType, namespace: str | None, name: str, path: str):
+        super().__init__(rt, namespace, name, "proxy")
+        self.path = path
 
 
 class KubeSimServer(ThreadingHTTPServer):
@@ -183,6 +200,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         self._injected_warnings: list[str] = []
         url = urlsplit(self.path)
+        self._raw_query = url.query
         self._query_lists = parse_qs(url.query, keep_blank_values=True)
         query = {k: v[-1] for k, v in self._query_lists.items()}
         path = unquote(url.path)
@@ -285,12 +303,16 @@ class Handler(BaseHTTPRequestHandler):
             return None
         if group == kubevirt_api.GROUP and kubevirt_api.served(cluster):
             return self._kubevirt_route(cluster, version, rest)
+        if group == metrics_api.GROUP and metrics_api.served(cluster):
+            return self._metrics_route(version, rest)
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             candidate = cluster.registry.lookup(group, version, rest[2])
             if candidate is not None and candidate.namespaced:
                 namespace, rest = rest[1], rest[2:]
         rt = cluster.registry.lookup(group, version, rest[0])
+        if rt is not None and rt.key == "services" and namespace and len(rest) >= 3 and rest[2] == "proxy":
+            return ProxyRoute(rt, namespace, rest[1], "/" + "/".join(rest[3:]))
         if rt is None or len(rest) > 3:
             raise errors.page_not_found()
         name = rest[1] if len(rest) > 1 else None
@@ -298,6 +320,17 @@ class Handler(BaseHTTPRequestHandler):
         if sub and sub not in rt.subresources:
             raise errors.page_not_found()
         return Route(rt, namespace, name, sub)
+
+    @staticmethod
+    def _metrics_route(version: str, rest: list[str]) -> Route:
+        """metrics-server's group: `nodes[/<name>]`, `pods`, `namespaces/<ns>/pods[/<name>]`."""
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        rt = metrics_api.lookup(version, rest[0])
+        if rt is None or len(rest) > 2 or (namespace and not rt.namespaced):
+            raise errors.page_not_found()
+        return MetricsRoute(rt, namespace, rest[1] if len(rest) > 1 else None, "")
 
     @staticmethod
     def _kubevirt_route(cluster: Cluster, version: str, rest: list[str]) -> Route:
@@ -327,13 +360,18 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/api":
             doc = discovery.api_versions(self.server.cluster_url(cluster.name).split("//", 1)[1])
         elif path == "/apis":
-            aggregated = {kubevirt_api.GROUP: kubevirt_api.VERSIONS} if kubevirt_api.served(cluster) else None
+            aggregated = {kubevirt_api.GROUP: kubevirt_api.VERSIONS} if kubevirt_api.served(cluster) else {}
+            if metrics_api.served(cluster):
+                aggregated[metrics_api.GROUP] = (metrics_api.VERSION,)
             doc = discovery.api_group_list(registry, aggregated)
         elif path.startswith("/api/"):
             doc = discovery.resource_list(registry, "", path.split("/")[2]) if path.count("/") == 2 else None
         elif path.startswith("/apis/"):
             parts = path.split("/")[2:]
-            if parts[0] == kubevirt_api.GROUP and kubevirt_api.served(cluster):
+            if parts[0] == metrics_api.GROUP and metrics_api.served(cluster):
+                doc = (discovery.aggregated_group(metrics_api.GROUP, (metrics_api.VERSION,)) if len(parts) == 1 else
+                       metrics_api.resource_list(parts[1]) if len(parts) == 2 else None)
+            elif parts[0] == kubevirt_api.GROUP and kubevirt_api.served(cluster):
                 doc = (discovery.aggregated_group(kubevirt_api.GROUP, kubevirt_api.VERSIONS) if len(parts) == 1 else
                        kubevirt_api.resource_list(parts[1]) if len(parts) == 2 and parts[1] in kubevirt_api.VERSIONS
                        else None)
@@ -411,6 +449,15 @@ class Handler(BaseHTTPRequestHandler):
         if route.group != rt.group:     # virt-api's subresources.kubevirt.io: answers with a code and no body
             self._send(kubevirt_api.serve(cluster, rt.plural, sub, method, ns, name, body), b"")
             return
+        if isinstance(route, MetricsRoute):
+            self._metrics(cluster, route, verb, query)
+            return
+        if isinstance(route, ProxyRoute):
+            code, content_type, answer = prometheus.proxy(cluster, ns, name, method, route.path,
+                                                          getattr(self, "_raw_query", ""), body,
+                                                          self.headers.get("Content-Type") or "")
+            self._send(code, answer, content_type)
+            return
         handler = cluster.subresources.get((rt.key, sub)) if sub else None
         if sub == "log" and handler and method == "GET":
             self._send(200, handler(cluster, ns, name, query).encode(), "text/plain")
@@ -471,6 +518,21 @@ class Handler(BaseHTTPRequestHandler):
                             ctx.warnings)
         else:
             raise errors.method_not_allowed()
+
+    def _metrics(self, cluster: Cluster, route: Route, verb: str, query: dict) -> None:
+        """metrics.k8s.io: get and list (JSON or Table), nothing else."""
+        metrics_api.refuse(verb)
+        rt = route.rt
+        if verb == "get":
+            self._object(200, metrics_api.get(cluster, rt, route.namespace, route.name), rt, query, [])
+            return
+        items = metrics_api.list_objects(cluster, rt, route.namespace, query.get("labelSelector"),
+                                         query.get("fieldSelector"))
+        target = self._target()
+        if target.kind == negotiation.TABLE:
+            self._send_json(200, tables.table(rt, items, {}, query.get("includeObject", "Metadata")))
+            return
+        self._send_json(200, metrics_api.list_answer(rt, items))
 
     def _delete_options(self, body: bytes, content_type: str, query: dict) -> dict:
         """DeleteOptions as the delete handlers read them: from the body when there is one (the query is then
@@ -572,6 +634,9 @@ class Handler(BaseHTTPRequestHandler):
         server, faults = self.server, self.server.faults
         parts = [p for p in path.split("/") if p][1:]
         topic = parts[0] if parts else ""
+        if topic == "prometheus":   # a Prometheus request: a form or a query string, not the admin's JSON
+            self._admin_prometheus(method, parts[1:], query, body)
+            return
         try:
             data = json.loads(body) if body else {}
         except ValueError as exc:
@@ -624,6 +689,8 @@ class Handler(BaseHTTPRequestHandler):
             timeout = float(query.get("timeout", 10))
             idle = all(m.wait_idle(timeout) for m in server.managers.values())
             self._send_json(200 if idle else 504, {"idle": idle})
+        elif topic == "usage":
+            self._admin_usage(method, query, data)
         elif topic == "logs" and method == "POST":
             cluster = server.clusters.get(data.get("cluster", server.default_cluster))
             if cluster is None:
@@ -632,3 +699,34 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"appended": len(data.get("lines", []))})
         else:
             raise errors.page_not_found()
+
+    def _admin_usage(self, method: str, query: dict, data: dict) -> None:
+        """`POST /_kubesim/usage {"cluster", "vm", "cpu", "memory"}` sets a VM's load; GET answers the snapshot."""
+        server = self.server
+        name = data.get("cluster") or query.get("cluster") or server.default_cluster
+        cluster = server.clusters.get(name)
+        model = metrics_usage.model(cluster) if cluster is not None else None
+        if model is None:
+            raise errors.bad_request(f"cluster {name!r} has no metrics: section in its scenario")
+        if method == "POST":
+            try:
+                usage = model.set_vm_load(data.get("vm"), data)
+            except ValueError as exc:
+                raise errors.bad_request(str(exc)) from None
+            self._send_json(200, {"cluster": name, "vm": data.get("vm"), "cpu": usage["cpu"], "memory": usage["memory"]})
+        else:
+            self._send_json(200, {"cluster": name, **model.snapshot().report()})
+
+    def _admin_prometheus(self, method: str, rest: list[str], query: dict, body: bytes) -> None:
+        """`/_kubesim/prometheus[/<cluster>]/<path>`: the Prometheus as a Route reaches it, Authorization included."""
+        server = self.server
+        name = server.default_cluster
+        if rest and rest[0] in server.clusters:
+            name, rest = rest[0], rest[1:]
+        model = metrics_usage.model(server.clusters[name])
+        if model is None or model.config.prometheus is None:
+            raise errors.page_not_found()
+        code, content_type, answer = prometheus.serve(model, method, "/" + "/".join(rest), getattr(self, "_raw_query", ""),
+                                                      body, self.headers.get("Content-Type") or "",
+                                                      self.headers.get("Authorization"))
+        self._send(code, answer, content_type)

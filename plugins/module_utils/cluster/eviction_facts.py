@@ -11,6 +11,12 @@ read again once, so each group version is read at most once a run, whatever is n
 list each of nodes, Pods, VMIs, VMs, VMIMs, PDBs, PVCs, KubeVirt, HyperConverged, CronJobs, Deployments,
 Jobs, ConfigMaps, ResourcePatches, and KubeDescheduler and ModuleInfo where served. With `namespaces`, the namespaced
 VM lists are made once per namespace.
+
+Actual usage (`Scope.usage_source`, `cluster.metrics`): with the nodes section, each node row gets the metrics server's
+usage (one list of NodeMetrics and one of PodMetrics) and the Prometheus query's value (one query, and one GET of the
+token's Secret where it comes from one) beside its requests, and a `requests_disagree_with_usage` finding when they
+disagree enough that a request-based LowNodeUtilization policy would move the wrong VMs (`usage_disagreement`).
+`auto` reads what is there and never fails for it (why it could not is in `actual_usage`); an explicit source fails.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import dataclasses
 import gc
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster import metrics as actual
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.findings import CODES, WARNING, finding
@@ -28,6 +36,10 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quanti
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import Requirement, matches_selector_string
 
 SECTIONS = ("cluster", "nodes", "descheduler", "vmis")
+USAGE_SOURCES = ("auto", "requests", actual.KUBERNETES_METRICS, actual.PROMETHEUS)
+DISAGREEMENT_POINTS = 20
+# a pair of nodes counts as ranked the other way round only when both orders differ by more than this (noise)
+RANKING_TOLERANCE_POINTS = 5.0
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 MODULE_INFO_SELECTOR = "cpaas.io/module-name=descheduler"
 
@@ -35,7 +47,8 @@ MODULE_INFO_SELECTOR = "cpaas.io/module-name=descheduler"
 @dataclasses.dataclass(frozen=True)
 class Scope:
     """What one read covers, checked and normalised: the sections in SECTIONS order, VMIs by namespace, label
-    selector and name (empty: all), and the Descheduler's namespace and name (needed only by its section)."""
+    selector and name (empty: all), the Descheduler's namespace and name (needed only by its section), and where the
+    nodes' actual usage comes from (`requests`: nowhere, the default of callers other than the facts module)."""
     include: Tuple[str, ...]
     namespaces: Tuple[str, ...] = ()
     label_selector: Optional[str] = None
@@ -43,6 +56,12 @@ class Scope:
     names: Tuple[str, ...] = ()
     descheduler_namespace: Optional[str] = None
     descheduler_name: Optional[str] = None
+    usage_source: str = "requests"
+    prometheus_url: Optional[str] = None
+    prometheus_query: Optional[str] = None
+    prometheus_auth_secret: Optional[Tuple[str, str]] = None     # (namespace, name)
+    prometheus_token: Optional[str] = dataclasses.field(default=None, repr=False)
+    usage_disagreement_points: float = DISAGREEMENT_POINTS
 
 
 # (kind, group) looked up through discovery; group None = whatever group serves the kind
@@ -144,6 +163,175 @@ def nodes_section(nodes: List[dict], pods: List[dict], vmis: List[dict]) -> List
     result = [node_facts(node, by_node.get(kv.meta(node).get("name") or "", []), vmi_count.get(kv.meta(node).get("name") or "", 0))
               for node in nodes]
     return sorted(result, key=lambda n: n["name"] or "")
+
+
+# ------------------------------------------------------------------------------------------ actual usage
+def _percent(used: Optional[int], available: Optional[int]) -> Optional[float]:
+    return percent(used, available) if used is not None and available else None
+
+
+def add_actual_usage(rows: List[dict], server: Optional[dict], prometheus: Optional[dict]) -> None:
+    """Put the metrics server's and Prometheus' usage beside each node row's requests (None where not read):
+    `actual_usage` (cpu millicores, memory bytes), `actual_percent` (of allocatable, as LowNodeUtilization's
+    usagePercentage), `prometheus_value` (the raw sample, 0..1), `prometheus_percent` (MetricResource, int(value*100))
+    and `usage_deviation_points` (actual minus requested percent: cpu, memory; prometheus against cpu requests)."""
+    for row in rows:
+        used = ((server or {}).get("nodes") or {}).get(row["name"])
+        value = ((prometheus or {}).get("values") or {}).get(row["name"])
+        row["actual_usage"] = dict(used) if used is not None else None
+        row["actual_percent"] = {r: _percent(used[r], row["allocatable"].get(r)) for r in actual.ACTUAL_RESOURCES} if used is not None else None
+        row["prometheus_value"] = value
+        row["prometheus_percent"] = prometheus["nodes"][row["name"]][actual.METRIC_RESOURCE] if value is not None else None
+        deviation: Dict[str, float] = {}
+        for resource in actual.ACTUAL_RESOURCES:
+            measured, requested = (row["actual_percent"] or {}).get(resource), row["usage_percent"].get(resource)
+            if measured is not None and requested is not None:
+                deviation[resource] = round(measured - requested, 2)
+        if row["prometheus_percent"] is not None and row["usage_percent"].get("cpu") is not None:
+            deviation["prometheus"] = round(row["prometheus_percent"] - row["usage_percent"]["cpu"], 2)
+        row["usage_deviation_points"] = deviation or None
+
+
+def _comparisons(rows: List[dict]) -> List[Tuple[str, str, Dict[str, Tuple[float, float]]]]:
+    """(label of the requests, label of the usage, {node: (requested percent, actual percent)}) for each measure read,
+    over the nodes that can take VMs: ready, not cordoned, and not a control-plane node unless VMIs run there."""
+    candidates = [row for row in rows if row["schedulable"] and (not row["control_plane"] or row["vmis"])]
+    result = []
+    for resource in actual.ACTUAL_RESOURCES:
+        pairs = {row["name"]: (row["usage_percent"][resource], row["actual_percent"][resource]) for row in candidates
+                 if row.get("actual_percent") and row["actual_percent"].get(resource) is not None and row["usage_percent"].get(resource) is not None}
+        result.append(("{0} requests".format(resource), "actual {0}".format(resource), pairs))
+    pairs = {row["name"]: (row["usage_percent"]["cpu"], float(row["prometheus_percent"])) for row in candidates
+             if row.get("prometheus_percent") is not None and row["usage_percent"].get("cpu") is not None}
+    result.append(("cpu requests", "the Prometheus query", pairs))
+    return result
+
+
+def _points(value: float) -> str:
+    return "{0:g}".format(round(value, 1))
+
+
+def usage_disagreement(rows: List[dict], points: float) -> Optional[dict]:
+    """The `requests_disagree_with_usage` finding, or None: a node whose actual percent is more than `points` from its
+    requested percent, or two nodes ranked one way by requests and the other way by actual usage (each order by more
+    than RANKING_TOLERANCE_POINTS). Either way a request-based policy would pick its source and target nodes by numbers
+    that are not the load."""
+    deviating, inverted = [], []
+    for requests_label, usage_label, pairs in _comparisons(rows):
+        for node in sorted(pairs):
+            requested, used = pairs[node]
+            if abs(used - requested) > points:
+                deviating.append("{0} {1} {2}% against {3} {4}% ({5}{6} points)".format(
+                    node, usage_label, _points(used), requests_label, _points(requested), "+" if used >= requested else "", _points(used - requested)))
+        names = sorted(pairs)
+        for index, first in enumerate(names):
+            for second in names[index + 1:]:
+                (req_a, act_a), (req_b, act_b) = pairs[first], pairs[second]
+                if (req_a - req_b) * (act_b - act_a) > 0 and min(abs(req_a - req_b), abs(act_a - act_b)) > RANKING_TOLERANCE_POINTS:
+                    above, below = (first, second) if req_a > req_b else (second, first)
+                    inverted.append("by {0} {1} is above {2}, by {3} {2} is above {1}".format(requests_label, above, below, usage_label))
+    if not deviating and not inverted:
+        return None
+    shown = deviating[:5] + inverted[:3]
+    hidden = len(deviating) + len(inverted) - len(shown)
+    return finding("requests_disagree_with_usage", "Requests and actual usage disagree: {0}{1}. A request-based LowNodeUtilization policy "
+                   "classifies nodes by what their Pods request, so it would move VMs off the wrong nodes, or none at all. Use an "
+                   "actual-utilization policy (descheduler_policy with metrics_source KubernetesMetrics or Prometheus), or set "
+                   "requests that match the load.".format("; ".join(shown), " (and {0} more)".format(hidden) if hidden else ""))
+
+
+def _installed_prometheus(policy: Optional[dict]) -> Tuple[Optional[dict], Optional[dict]]:
+    """The first profile of the installed policy whose LowNodeUtilization reads Prometheus, and its metricsUtilization."""
+    for profile in (policy or {}).get("profiles") or []:
+        if not isinstance(profile, dict):
+            continue
+        metrics, _path = actual.metrics_utilization(policy or {}, profile)
+        if isinstance(metrics, dict) and metrics.get("source") == actual.PROMETHEUS and not metrics.get("metricsServer"):
+            return profile, metrics
+    return None, None
+
+
+def _read_prometheus(client: Client, scope: Scope, policy: Optional[dict], section: dict) -> dict:
+    """The Prometheus usage; `section` (the report's `prometheus`) is filled in as far as it got. Query and URL come
+    from the options, else from the installed policy (its first LowNodeUtilization with source Prometheus, its
+    metricsProviders); the token from prometheus_token, the prometheus_auth_secret Secret, or the policy's authToken
+    Secret."""
+    _profile, metrics = _installed_prometheus(policy)
+    provider, provider_path = actual.prometheus_provider(policy or {})
+    settings = (provider or {}).get("prometheus") or {}
+    query = scope.prometheus_query or ((metrics or {}).get("prometheus") or {}).get("query")
+    url = scope.prometheus_url or settings.get("url")
+    section.update(query=query, url=actual.display_url(url) if url else None)
+    if not query:
+        raise RebalanceError("no query: prometheus_query is not given and the installed policy has no LowNodeUtilization with source Prometheus",
+                             "Give prometheus_query (one value in [0, 1] per node, labelled instance=<node name>), or include the descheduler "
+                             "section of a cluster whose policy reads Prometheus.", path="prometheus_query")
+    if not url:
+        raise RebalanceError("no URL: prometheus_url is not given and the installed policy has no metricsProviders entry with source Prometheus",
+                             "Give prometheus_url, the base URL of the Prometheus HTTP API.", path="prometheus_url")
+    actual.check_prometheus_url(url, "prometheus_url" if scope.prometheus_url else "descheduler.policy." + provider_path + ".prometheus.url")
+    route = actual.prometheus_route(url)
+    section.update(url=route["url"], via=route["via"])
+    token = scope.prometheus_token
+    if route["via"] != "direct":   # the service proxy would not pass a token on: no Secret read
+        token = None
+    elif token is None and scope.prometheus_auth_secret:
+        token = actual.prometheus_token_from_secret(client, scope.prometheus_auth_secret[0], scope.prometheus_auth_secret[1], "prometheus_auth_secret")
+    elif token is None and settings.get("authToken") is not None:
+        reference = settings["authToken"].get("secretReference") or {}
+        token = actual.prometheus_token_from_secret(client, reference.get("namespace"), reference.get("name"),
+                                                    "descheduler.policy." + provider_path + ".prometheus.authToken.secretReference")
+    section["token_sent"] = bool(token)
+    return actual.query_prometheus(client, url, query, token, path="prometheus_query", url_path="prometheus_url", route=route)
+
+
+def actual_usage_facts(client: Client, scope: Scope, rows: List[dict], policy: Optional[dict]) -> Tuple[dict, List[dict]]:
+    """The `actual_usage` section and its findings; the node rows gain their actual usage (add_actual_usage)."""
+    explicit = scope.usage_source in (actual.KUBERNETES_METRICS, actual.PROMETHEUS)
+    section: Dict[str, Any] = {"source": scope.usage_source, "disagreement_points": scope.usage_disagreement_points,
+                               "metrics_server": None, "prometheus": None}
+    server = prometheus = None
+    if scope.usage_source in ("auto", actual.KUBERNETES_METRICS):
+        served = client.find_kind("NodeMetrics", actual.METRICS_GROUP) is not None
+        section["metrics_server"] = {"served": served, "error": None}
+        if served or explicit:
+            try:
+                server = actual.read_metrics_server(client, path="usage_source")
+            except RebalanceError as error:
+                if explicit:
+                    raise
+                section["metrics_server"]["error"] = error.message
+    if scope.usage_source == actual.PROMETHEUS or (scope.usage_source == "auto" and (scope.prometheus_query or _installed_prometheus(policy)[1])):
+        section["prometheus"] = {"url": None, "query": None, "via": None, "token_sent": False, "error": None}
+        try:
+            prometheus = _read_prometheus(client, scope, policy, section["prometheus"])
+            actual.require_node_entries(prometheus, [row["name"] for row in rows if row["ready"]], "prometheus_query")
+        except RebalanceError as error:
+            if explicit:
+                raise
+            section["prometheus"]["error"] = error.message
+    add_actual_usage(rows, server, prometheus)
+    disagreement = usage_disagreement(rows, scope.usage_disagreement_points)
+    installed = installed_usage_sources(policy)
+    if disagreement and installed and None not in installed:
+        disagreement["message"] += " The installed policy already balances by {0}: this concerns a request-based policy only.".format(
+            " and ".join(sorted(installed)))
+    return section, [disagreement] if disagreement else []
+
+
+def installed_usage_sources(policy: Optional[dict]) -> set:
+    """The usage source of each LowNodeUtilization of the installed policy (None: requests); empty without one."""
+    sources = set()
+    for profile in (policy or {}).get("profiles") or []:
+        if not isinstance(profile, dict) or not any(isinstance(e, dict) and e.get("name") == actual.LOW_NODE_UTILIZATION
+                                                    for e in profile.get("pluginConfig") or []):
+            continue
+        metrics, path = actual.metrics_utilization(policy or {}, profile)
+        try:
+            sources.add(actual.usage_source(metrics, path))
+        except RebalanceError:   # a policy upstream cannot run is the policy findings' business
+            continue
+    return sources
 
 
 # ------------------------------------------------------------------------------------------ VMIs
@@ -280,7 +468,17 @@ def _read_facts(client: Client, scope: Scope) -> dict:
         section["kube_descheduler"] = desched.kube_descheduler_facts(reader.cluster_wide("kubedeschedulers"))
         result["descheduler"] = section
 
+    if "nodes" in include:
+        if scope.usage_source == "requests":
+            add_actual_usage(result["nodes"], None, None)
+        else:
+            installed = ((result.get("descheduler") or {}).get("policy") or {}).get("parsed")
+            result["actual_usage"], usage_findings = actual_usage_facts(client, scope, result["nodes"], installed)
+            findings.extend(usage_findings)
+
     result["served"] = {KINDS[key][0]: reader.served(key) for key in sorted(reader.resources)}
+    if (result.get("actual_usage") or {}).get("metrics_server") is not None:
+        result["served"]["NodeMetrics"] = result["actual_usage"]["metrics_server"]["served"]
     result["summary"] = _summary(result.get("vmis") or [], findings)
     result["api"] = {"retries": len(client.retried), "retried": client.retried[-20:]}
     return result

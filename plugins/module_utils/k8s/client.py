@@ -15,7 +15,9 @@
   with exponential backoff, and never past the `api_timeout` deadline; what fails for good becomes an
   `ApiFailure` carrying the request, the HTTP status, the Kubernetes reason and message.
 - The verbs the collection uses: get, list, create, replace (with the object's resourceVersion), patch by
-  type, delete with preconditions, evict, watch from a resourceVersion, read logs. Every write takes
+  type, delete with preconditions, evict, watch from a resourceVersion, read logs, GET of any path (an aggregated
+  API, a Service's proxy), and a GET of a URL outside the API server (Prometheus reachable from here) with the
+  TLS trust of the API connection. Every write takes
   `dry_run`, sent as the API server's `dryRun=All`: validation and admission run, nothing is stored (this is
   how check mode asks the server, as kubernetes.core does). The API's `Warning` headers of the last write
   are in `last_warnings`.
@@ -29,9 +31,12 @@ import email.utils
 import http.client
 import json
 import re
+import ssl
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
@@ -207,7 +212,8 @@ class Client:
 
     def __init__(self, auth: Optional[dict] = None, retries: int = 5, timeout: float = 120,
                  client_factory: Optional[Callable[..., Any]] = None, sleep: Callable[[float], Any] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, page_size: int = PAGE_SIZE) -> None:
+                 clock: Callable[[], float] = time.monotonic, page_size: int = PAGE_SIZE,
+                 http_pool_factory: Optional[Callable[[str], Any]] = None) -> None:
         if retries is None or retries < 0:
             raise InvalidOption("must be 0 or more, got {0}".format(retries), "Give the number of retries after the first attempt, e.g. 5.",
                                 path="api_retries")
@@ -229,6 +235,8 @@ class Client:
         self._read_in_full = False
         self.retried: List[dict] = []
         self.last_resource_version: Optional[str] = None
+        self._http_pool_factory = http_pool_factory or self._http_pool
+        self._http_pools: Dict[str, Any] = {}
 
         self.last_warnings: List[str] = []
 
@@ -308,6 +316,49 @@ class Client:
         if isinstance(data, str) and not text:
             return json.loads(data)
         return data
+
+    def get_path(self, path: str, request: str, query_params: Sequence[Tuple[str, str]] = ()) -> Any:
+        """GET any path of the API server (an aggregated API, a Service's proxy) with query parameters; the decoded
+        JSON, with retries. A failure's answer, in whatever format the server behind the path used, is `failure_body`."""
+        return self.call(request, lambda: self._send("get", path, query_params=list(query_params)))
+
+    def http_get_json(self, url: str, request: str, query_params: Sequence[Tuple[str, str]] = (),
+                      headers: Optional[Dict[str, str]] = None) -> Any:
+        """GET a URL outside the API server and return its decoded JSON, with the retries and deadline of every request.
+
+        TLS as the API connection: certificates verified unless the connection turns that off (`validate_certs`, the
+        kubeconfig's insecure-skip-tls-verify), trusting the system's CAs and the cluster CA of the connection (the
+        descheduler trusts its Pod's cluster CA for Prometheus). Proxies come from the environment (HTTPS_PROXY,
+        NO_PROXY) as Go's ProxyFromEnvironment does. Redirects are not followed, so `headers` (a bearer token) reach
+        only `url`'s host. An answer other than 2xx is an ApiFailure with the status (429 and 5xx retried); its body
+        is `failure_body`. `request` names the request in errors: it must not carry `headers`."""
+        target = url + ("?" + urllib.parse.urlencode(list(query_params)) if query_params else "")
+
+        def get() -> Any:
+            response = self._http_pool_factory(url).request("GET", target, headers=dict(headers or {}), redirect=False, retries=False,
+                                                            timeout=self._request_timeout(), preload_content=True)
+            if not 200 <= response.status < 300:
+                raise http_answer_error(response)
+            return response.data
+        data = self.call(request, get)
+        try:
+            return json.loads(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
+        except ValueError as error:
+            raise ApiFailure(request, 200, "NotJSON", "the answer is not JSON: {0!r}".format(data[:120]),
+                             fix="Give the base URL of the Prometheus HTTP API (the one that serves /api/v1/query).") from error
+
+    def _http_pool(self, url: str) -> Any:
+        """A urllib3 pool for `url`'s scheme and proxy, made once a run."""
+        scheme = urllib.parse.urlsplit(url).scheme
+        host = urllib.parse.urlsplit(url).hostname or ""
+        proxy = urllib.request.getproxies_environment().get(scheme)
+        if proxy and urllib.request.proxy_bypass_environment(host):
+            proxy = None
+        key = "{0} {1}".format(scheme, proxy or "")
+        if key not in self._http_pools:
+            tls = tls_options(getattr(getattr(self.client.client, "client", None), "configuration", None)) if scheme == "https" else {}
+            self._http_pools[key] = urllib3.ProxyManager(proxy, **tls) if proxy else urllib3.PoolManager(**tls)
+        return self._http_pools[key]
 
     def server_version(self) -> dict:
         """GET /version, read now (kubernetes.core caches it with discovery)."""
@@ -558,6 +609,44 @@ class Client:
             return self.list(resource, **kwargs)
         except KindNotServed:
             return None
+
+
+def tls_options(configuration: Any) -> Dict[str, Any]:
+    """urllib3 pool options for a server outside the API server with the TLS trust of the API connection: verified
+    unless `verify_ssl` is off, against the system's CAs plus the connection's CA file (no client certificate: those
+    are credentials for the API server)."""
+    if configuration is not None and getattr(configuration, "verify_ssl", True) is False:
+        return {"cert_reqs": "CERT_NONE", "assert_hostname": False}
+    context = ssl.create_default_context()
+    ca_file = getattr(configuration, "ssl_ca_cert", None) if configuration is not None else None
+    if ca_file:
+        context.load_verify_locations(cafile=ca_file)
+    return {"ssl_context": context}
+
+
+def http_answer_error(response: Any) -> Exception:
+    """An answer other than 2xx from a server outside the API server, as the client's ApiException (status, reason,
+    body, headers), so that `classify` treats it as any API answer."""
+    status = int(getattr(response, "status", 0) or 0)
+    error = ApiException(status=status, reason=getattr(response, "reason", None) or http.client.responses.get(status, ""))
+    error.body = getattr(response, "data", None)
+    error.headers = dict(getattr(response, "headers", None) or {})
+    return error
+
+
+def failure_body(failure: BaseException) -> Any:
+    """The body of the answer behind an ApiFailure (decoded JSON when it is JSON, else the text); None when there was
+    no answer. A service behind the API server's proxy answers in its own format, Prometheus with
+    `{"status": "error", "errorType", "error"}`, which `classify` does not read."""
+    body = getattr(failure.__cause__, "body", None)
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return body
+    return body
 
 
 def warnings_of(response: Any) -> List[str]:

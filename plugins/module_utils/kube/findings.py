@@ -31,6 +31,10 @@ CODES: Dict[str, str] = {
     "kubevirt_not_served": WARNING,
     "kubevirt_cr_missing": WARNING,
     "migration_unfinished": INFO,
+    "requests_disagree_with_usage": WARNING,
+    # vm_migration_cooldown's check of the live policy (docs/modules/vm_migration_cooldown.md)
+    "cooldown_not_enforced": WARNING,
+    "cooldown_policy_unknown": INFO,
 }
 
 

@@ -23,9 +23,11 @@ except ImportError:  # reported by the module
 API_VERSION = "descheduler/v1alpha2"
 KIND = "DeschedulerPolicy"
 
+# v0.36 has no top-level `prometheus` (the Prometheus provider is an entry of metricsProviders); `metricsCollector`
+# is the deprecated switch for the metrics server
 TOP_LEVEL_FIELDS = ("apiVersion", "kind", "profiles", "nodeSelector", "maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictPerNamespace",
-                    "maxNoOfPodsToEvictTotal", "evictionFailureEventNotification", "metricsProviders", "gracePeriodSeconds",
-                    "prometheus")
+                    "maxNoOfPodsToEvictTotal", "evictionFailureEventNotification", "metricsCollector", "metricsProviders",
+                    "gracePeriodSeconds")
 LIMIT_FIELDS = ("maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal")
 PROFILE_FIELDS = ("name", "pluginConfig", "plugins")
 PLUGIN_CONFIG_FIELDS = ("name", "args")
@@ -54,9 +56,24 @@ DEFAULT_EVICTOR_ARGS = ("nodeSelector", "labelSelector", "namespaceLabelSelector
 POD_PROTECTIONS_FIELDS = ("defaultDisabled", "extraEnabled", "config")
 LOW_NODE_UTILIZATION_ARGS = ("thresholds", "targetThresholds", "useDeviationThresholds", "numberOfNodes", "evictableNamespaces",
                              "evictionLimits", "metricsUtilization")
+METRICS_UTILIZATION_FIELDS = ("metricsServer", "source", "prometheus")
+PROMETHEUS_QUERY_FIELDS = ("query",)
 EVICTABLE_NAMESPACES_FIELDS = ("exclude", "include")
 EVICTION_LIMITS_FIELDS = ("node",)
 LABEL_SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
+# metrics sources (api.MetricsSource) and what the policy's metricsProviders[] hold
+KUBERNETES_METRICS = "KubernetesMetrics"
+PROMETHEUS = "Prometheus"
+METRICS_SOURCES = (KUBERNETES_METRICS, PROMETHEUS)
+METRICS_COLLECTOR_FIELDS = ("enabled",)
+METRICS_PROVIDER_FIELDS = ("source", "prometheus")
+PROMETHEUS_PROVIDER_FIELDS = ("url", "authToken")
+AUTH_TOKEN_FIELDS = ("secretReference",)
+SECRET_REFERENCE_FIELDS = ("namespace", "name")
+# the key of the referenced Secret the descheduler reads the Prometheus bearer token from
+PROMETHEUS_TOKEN_KEY = "prometheusAuthToken"
+# the one threshold resource of a Prometheus query: int(sample value * 100) per node
+METRIC_RESOURCE = "MetricResource"
 # plugin -> its known args (plugins not listed here are not checked key by key)
 PLUGIN_ARGS = {DEFAULT_EVICTOR: DEFAULT_EVICTOR_ARGS, LOW_NODE_UTILIZATION: LOW_NODE_UTILIZATION_ARGS}
 
@@ -117,6 +134,54 @@ def enabled_plugins(profile: dict, point: str) -> List[str]:
     return list((((profile.get("plugins") or {}).get(point) or {}).get("enabled")) or [])
 
 
+def metrics_utilization(profile: dict) -> Optional[dict]:
+    """The profile's LowNodeUtilization `metricsUtilization` when it reads actual usage (a mapping), else None."""
+    args = plugin_config(profile, LOW_NODE_UTILIZATION)
+    value = args.get("metricsUtilization") if isinstance(args, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def metrics_source(utilization: Optional[dict]) -> Optional[str]:
+    """The source a metricsUtilization reads: its `source`, KubernetesMetrics for the deprecated `metricsServer: true`
+    (which upstream checks first), None for requests."""
+    if not isinstance(utilization, dict):
+        return None
+    if utilization.get("metricsServer") is True:
+        return KUBERNETES_METRICS
+    return utilization.get("source") or None
+
+
+def metrics_provider(policy: dict, source: str) -> Optional[dict]:
+    """The first entry of the policy's metricsProviders with `source`."""
+    providers = policy.get("metricsProviders")
+    for provider in providers if isinstance(providers, list) else []:
+        if isinstance(provider, dict) and provider.get("source") == source:
+            return provider
+    return None
+
+
+def prometheus_secret_reference(policy: dict) -> Optional[dict]:
+    """`{namespace, name}` of the Secret that holds the Prometheus provider's token, when the policy names one."""
+    current: Any = metrics_provider(policy, PROMETHEUS)
+    for key in ("prometheus", "authToken", "secretReference"):
+        current = current.get(key) if isinstance(current, dict) else None
+    return current if isinstance(current, dict) else None
+
+
+def merge_providers(existing: Any, wanted: List[dict]) -> List[dict]:
+    """`existing` metricsProviders with each of `wanted` replacing the entry of its source (or appended): the
+    providers other profiles read stay."""
+    result = [copy.deepcopy(p) for p in existing] if isinstance(existing, list) else []
+    for provider in wanted:
+        for index, current in enumerate(result):
+            if isinstance(current, dict) and current.get("source") == provider.get("source"):
+                result[index] = copy.deepcopy(provider)
+                break
+        else:
+            result.append(copy.deepcopy(provider))
+    return result
+
+
 def merge_profile(existing: Optional[dict], profile: dict, top_level: dict) -> dict:
     """`existing` with `profile` replacing the profile of the same name (or appended) and the top-level fields
     of `top_level` set; the other profiles are kept as they are."""
@@ -125,7 +190,7 @@ def merge_profile(existing: Optional[dict], profile: dict, top_level: dict) -> d
     for key, value in top_level.items():
         if key in ("apiVersion", "kind", "profiles"):
             continue
-        result[key] = copy.deepcopy(value)
+        result[key] = merge_providers(result.get(key), value) if key == "metricsProviders" else copy.deepcopy(value)
     profiles = list(result.get("profiles") or [])
     for index, current in enumerate(profiles):
         if isinstance(current, dict) and current.get("name") == profile.get("name"):

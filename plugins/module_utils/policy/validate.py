@@ -5,15 +5,23 @@
 
 Three sets of rules:
 - the schema: unknown or mis-cased keys (the descheduler's decoder silently drops them), types, names;
-- upstream validation (descheduler v0.36), with its messages verbatim;
+- upstream validation (descheduler v0.36), with its messages verbatim: the policy's (`metricsProviders`, one
+  per source, the Prometheus URL and token Secret), LowNodeUtilization's (thresholds; `metricsUtilization`: what
+  may be combined, the Prometheus query and its single `MetricResource` threshold) and the errors the plugin or
+  its metrics client fail with when the descheduler starts (`prometheus client not initialized`, ...);
 - the rebalance procedure's rules for a profile that moves VMs: `PodsWithLocalStorage` stays disabled,
   `PodsWithPVC` not in `extraEnabled`, a non-empty label selector, thresholds below target thresholds by a
   minimum gap, eviction limits set and not above KubeVirt's parallel migration limits, and a node selector
   that leaves control-plane nodes out.
+
+And ours for actual usage: a Prometheus token is a Secret reference, never written into the policy (an inline
+token, password or URL user information is refused without echoing it); a query the descheduler would refuse
+for its shape (a range vector or a scalar) is refused before it runs.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.descheduler import (
@@ -25,30 +33,66 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.desche
 )
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import (
     API_VERSION,
+    AUTH_TOKEN_FIELDS,
     DEFAULT_EVICTOR,
     EVICTABLE_NAMESPACES_FIELDS,
     EVICTION_LIMITS_FIELDS,
     KIND,
+    KUBERNETES_METRICS,
     LABEL_SELECTOR_FIELDS,
     LIMIT_FIELDS,
     LOW_NODE_UTILIZATION,
+    METRIC_RESOURCE,
+    METRICS_COLLECTOR_FIELDS,
+    METRICS_PROVIDER_FIELDS,
+    METRICS_SOURCES,
+    METRICS_UTILIZATION_FIELDS,
     PLUGIN_ARGS,
     PLUGIN_CONFIG_FIELDS,
     PLUGIN_SET_FIELDS,
     PLUGINS,
     POD_PROTECTIONS_FIELDS,
     PROFILE_FIELDS,
+    PROMETHEUS,
+    PROMETHEUS_PROVIDER_FIELDS,
+    PROMETHEUS_QUERY_FIELDS,
+    PROMETHEUS_TOKEN_KEY,
+    SECRET_REFERENCE_FIELDS,
     TOP_LEVEL_FIELDS,
     PolicyInvalid,
     enabled_plugins,
+    metrics_provider,
+    metrics_source,
+    metrics_utilization,
     plugin_config,
 )
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import CONTROL_PLANE_LABELS
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import check_labels, matches_selector_string, parse_label_selector
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import (
+    check_labels,
+    is_dns_label,
+    is_dns_subdomain,
+    matches_selector_string,
+    parse_label_selector,
+)
 
 DEFAULT_MIN_GAP = 5
 KUBEVIRT_DEFAULT_LIMITS = {"parallel_migrations_per_cluster": 5, "parallel_outbound_migrations_per_node": 2}
 NO_EVICTION_POLICIES = ("Preferred", "Mandatory")
+# a key beside the known ones whose name says it holds a credential (checked only for scalar values: a misplaced
+# mapping such as authToken is an unknown field like any other)
+INLINE_CREDENTIAL_RE = re.compile(r"token|bearer|passw|credential|api_?key", re.IGNORECASE)
+SECRET_FIX = ("The descheduler reads the Prometheus token only from a Secret, and one written into the policy sits in plain text in its "
+              "ConfigMap: remove it, store the token in a Secret under the key {0} and name that Secret in the Prometheus provider's "
+              "authToken.secretReference {{namespace, name}} (option prometheus_auth_secret).".format(PROMETHEUS_TOKEN_KEY))
+PROMETHEUS_PROVIDER_EXAMPLE = ("metricsProviders: [{source: Prometheus, prometheus: {url: https://prometheus-k8s.monitoring.svc:9091, "
+                               "authToken: {secretReference: {namespace: descheduler, name: prometheus-token}}}}]")
+URL_USERINFO_RE = re.compile(r"^[^/?#]*//[^/?#]*@")
+# what the Prometheus client can query: Go's url.Parse also takes an opaque or relative URL
+ABSOLUTE_HTTP_URL_RE = re.compile(r"^https?://[^/?#]+", re.IGNORECASE)
+# a host character Go's url.Parse refuses (`invalid character " " in host name`); %-escapes are checked apart
+HOST_CHARS_RE = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:\[\]<>\"%\x80-\U0010ffff]")
+BAD_ESCAPE_RE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+NUMBER_RE = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 
 
 def _go_list(values: Sequence[Any]) -> str:
@@ -58,6 +102,93 @@ def _go_list(values: Sequence[Any]) -> str:
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def go_quote(text: str) -> str:
+    """`text` as Go's %q writes it (printable characters as they are)."""
+    escaped = []
+    for char in text:
+        if char in ('"', "\\"):
+            escaped.append("\\" + char)
+        elif char == "\n":
+            escaped.append("\\n")
+        elif char == "\t":
+            escaped.append("\\t")
+        elif ord(char) < 0x20 or ord(char) == 0x7f:
+            escaped.append("\\x{0:02x}".format(ord(char)))
+        else:
+            escaped.append(char)
+    return '"{0}"'.format("".join(escaped))
+
+
+def _go_scheme(url: str) -> Tuple[str, str]:
+    """Go's getScheme: (scheme, rest); ValueError for a URL that starts with a colon."""
+    for index, char in enumerate(url):
+        if char.isascii() and char.isalpha():
+            continue
+        if char.isascii() and (char.isdigit() or char in "+-."):
+            if index == 0:
+                return "", url
+            continue
+        if char == ":":
+            if index == 0:
+                raise ValueError("missing protocol scheme")
+            return url[:index].lower(), url[index + 1:]
+        return "", url
+    return "", url
+
+
+def _go_host_error(host: str) -> Optional[str]:
+    """Go's parseHost: a non-numeric port, an unclosed IPv6 bracket, a character no host name has, a bad %-escape."""
+    if host.startswith("["):
+        close = host.rfind("]")
+        if close < 0:
+            return "missing ']' in host"
+        port = host[close + 1:]
+    else:
+        colon = host.rfind(":")
+        port = host[colon:] if colon >= 0 else ""
+    if port and not (port.startswith(":") and all(char in "0123456789" for char in port[1:])):
+        return "invalid port {0} after host".format(go_quote(port))
+    bad = BAD_ESCAPE_RE.search(host)
+    if bad:
+        return "invalid URL escape {0}".format(go_quote(host[bad.start():bad.start() + 3]))
+    char = HOST_CHARS_RE.search(host)
+    if char:
+        return "invalid character {0} in host name".format(go_quote(char.group(0)))
+    return None
+
+
+def go_url_error(url: str) -> Optional[str]:
+    """What Go's url.Parse (with which the descheduler reads the Prometheus provider's URL) says about `url`, as its
+    error prints (`parse "<url>": <why>`); None when it parses. The errors a typed URL meets: a control character,
+    a missing scheme, a colon in the first path segment, a bad port or host character, a bad %-escape."""
+    before_fragment = url.split("#", 1)[0]
+
+    def error(why: str) -> str:
+        return "parse {0}: {1}".format(go_quote(before_fragment), why)
+    if any(ord(char) < 0x20 or ord(char) == 0x7f for char in before_fragment):
+        return error("net/url: invalid control character in URL")
+    try:
+        scheme, rest = _go_scheme(before_fragment)
+    except ValueError as problem:
+        return error(str(problem))
+    rest = rest.split("?", 1)[0]
+    if not rest.startswith("/"):
+        if scheme:
+            return None  # opaque: Go accepts it (and the Prometheus client fails on it later; our own rule says so)
+        if ":" in rest.split("/", 1)[0]:
+            return error("first path segment in URL cannot contain colon")
+    if rest.startswith("//"):
+        authority, _slash, rest = rest[2:].partition("/")
+        rest = "/" + rest
+        host_error = _go_host_error(authority.rpartition("@")[2])
+        if host_error:
+            return error(host_error)
+    bad = BAD_ESCAPE_RE.search(rest)
+    if bad:
+        return error("invalid URL escape {0}".format(go_quote(rest[bad.start():bad.start() + 3])))
+    return None
 
 
 class Checker:
@@ -103,7 +234,10 @@ class Checker:
 
 # ------------------------------------------------------------------------------------------ rules
 def _check_top(check: Checker, policy: dict) -> None:
-    check.keys(policy, "", TOP_LEVEL_FIELDS, "DeschedulerPolicy")
+    if "prometheus" in policy:  # a development-era field (never in a release): the provider is an entry of metricsProviders
+        check.error("prometheus", "unknown field in DeschedulerPolicy (v0.36 reads Prometheus from metricsProviders); the descheduler "
+                    "silently drops it", "Move it into {0}.".format(PROMETHEUS_PROVIDER_EXAMPLE))
+    check.keys({k: v for k, v in policy.items() if k != "prometheus"}, "", TOP_LEVEL_FIELDS, "DeschedulerPolicy")
     if policy.get("apiVersion") != API_VERSION:
         check.error("apiVersion", 'must be "{0}", got {1!r}'.format(API_VERSION, policy.get("apiVersion")),
                     'Set apiVersion: "{0}"; the package reads no other version.'.format(API_VERSION))
@@ -125,6 +259,209 @@ def _check_top(check: Checker, policy: dict) -> None:
     profiles = policy.get("profiles")
     if not isinstance(profiles, list) or not profiles:
         check.error("profiles", "no profiles: the descheduler does nothing", "Add a profile with a plugin enabled in balance or deschedule.")
+
+
+# ------------------------------------------------------------------------------------------ actual usage
+def metrics_keys(check: Checker, obj: Any, path: str, known: Sequence[str], what: str) -> bool:
+    """`Checker.keys`, except that an unknown key with a scalar value whose name says it holds a credential (token,
+    bearerToken, password, ...) is refused with the Secret-reference fix; the value is never echoed."""
+    if isinstance(obj, dict):
+        inline = [key for key, value in obj.items() if key not in known and not isinstance(value, (dict, list))
+                  and INLINE_CREDENTIAL_RE.search(str(key))]
+        for key in inline:
+            check.error("{0}.{1}".format(path, key), "a credential written into the policy: the descheduler never reads it from here", SECRET_FIX)
+        obj = {key: value for key, value in obj.items() if key not in inline}
+    return check.keys(obj, path, known, what)
+
+
+def _check_metrics_collector(check: Checker, policy: dict) -> bool:
+    """The deprecated `metricsCollector`; whether it is enabled."""
+    collector = policy.get("metricsCollector")
+    if not check.keys(collector, "metricsCollector", METRICS_COLLECTOR_FIELDS, "metricsCollector"):
+        return False
+    enabled = collector.get("enabled")
+    if enabled is not None and not isinstance(enabled, bool):
+        check.error("metricsCollector.enabled", "must be true or false, got {0!r}".format(enabled), "Write true or false, or leave it out.")
+        return False
+    if enabled:
+        check.finding("deprecated_metrics_collector", "metricsCollector", "deprecated; use metricsProviders: [{source: KubernetesMetrics}]")
+    return bool(enabled)
+
+
+def _check_secret_reference(check: Checker, token: Any, where: str) -> None:
+    if not isinstance(token, dict):
+        check.error(where, "a token written into the policy (authToken must be a mapping with secretReference)", SECRET_FIX)
+        return
+    if not metrics_keys(check, token, where, AUTH_TOKEN_FIELDS, "authToken"):
+        return
+    reference = token.get("secretReference")
+    if reference is None:
+        check.error(where + ".secretReference", "prometheus authToken secret is expected to be set when authToken field is",
+                    "Name the Secret that holds the token (key {0}): secretReference: {{namespace: descheduler, name: prometheus-token}}; or "
+                    "remove authToken, and the descheduler uses its service account's token.".format(PROMETHEUS_TOKEN_KEY))
+        return
+    if not metrics_keys(check, reference, where + ".secretReference", SECRET_REFERENCE_FIELDS, "secretReference"):
+        return
+    namespace, name = reference.get("namespace"), reference.get("name")
+    if not namespace or not name:
+        check.error(where + ".secretReference", "prometheus authToken secret reference does not set both namespace and name",
+                    "Give both, e.g. {{namespace: descheduler, name: prometheus-token}}; the Secret holds the token under the key "
+                    "{0}.".format(PROMETHEUS_TOKEN_KEY))
+    elif not is_dns_label(str(namespace)) or not is_dns_subdomain(str(name)):
+        check.error(where + ".secretReference", "{0}/{1} is not a valid Secret reference".format(namespace, name),
+                    "Give the namespace (an RFC 1123 label) and the name (an RFC 1123 subdomain) of the Secret as kubectl shows them.")
+
+
+def _check_prometheus_url(check: Checker, url: Any, where: str) -> None:
+    fix = "Give the URL the descheduler reaches Prometheus at, e.g. https://prometheus-k8s.monitoring.svc:9091 (option prometheus_url)."
+    if url in (None, ""):
+        check.error(where, "prometheus URL is required when prometheus is enabled", fix)
+    elif not isinstance(url, str):
+        check.error(where, "must be a URL string, got {0}".format(type(url).__name__), fix)
+    elif URL_USERINFO_RE.match(url):  # user:password@host: a credential inline, and Go's error would print it
+        check.error(where, "the URL carries user information, a credential written into the policy", SECRET_FIX)
+    else:
+        problem = go_url_error(url)
+        if problem:
+            check.error(where, "error parsing prometheus URL: {0}".format(problem), fix)
+        elif not ABSOLUTE_HTTP_URL_RE.match(url):
+            check.error(where, "{0} is not an absolute http(s) URL with a host; the Prometheus client cannot query it".format(go_quote(url)), fix)
+
+
+def _check_metrics_providers(check: Checker, policy: dict) -> None:
+    """The top-level providers (pkg/descheduler's validation, v0.36): one per source, the Prometheus URL, the token Secret."""
+    collector_enabled = _check_metrics_collector(check, policy)
+    providers = policy.get("metricsProviders")
+    if providers is None:
+        return
+    if not isinstance(providers, list):
+        check.error("metricsProviders", "must be a list of providers, got {0}".format(type(providers).__name__),
+                    "Write it as a list, e.g. metricsProviders: [{source: KubernetesMetrics}].")
+        return
+    seen: Dict[str, int] = {}
+    for index, provider in enumerate(providers):
+        where = "metricsProviders[{0}]".format(index)
+        if not metrics_keys(check, provider, where, METRICS_PROVIDER_FIELDS, "a metrics provider"):
+            if provider is None:
+                check.error(where, "a metrics provider must be a mapping, got null", "Give source (and for Prometheus, prometheus).")
+            continue
+        source = provider.get("source")
+        if source not in METRICS_SOURCES:
+            check.error(where + ".source", "must be KubernetesMetrics or Prometheus, got {0!r}".format(source),
+                        "Use KubernetesMetrics (the metrics server) or Prometheus (names are case-sensitive).")
+            continue
+        if source in seen:
+            check.error(where + ".source", 'metric provider "{0}" is already configured, each source can be configured only once'.format(source),
+                        "Keep one entry per source (metricsProviders[{0}] is the first).".format(seen[source]))
+            continue
+        seen[source] = index
+        prometheus = provider.get("prometheus")
+        if source == PROMETHEUS:
+            if prometheus is None:
+                check.error(where + ".prometheus.url", "prometheus URL is required when prometheus is enabled",
+                            "Give the provider's URL: {0}.".format(PROMETHEUS_PROVIDER_EXAMPLE))
+            elif metrics_keys(check, prometheus, where + ".prometheus", PROMETHEUS_PROVIDER_FIELDS, "the Prometheus provider"):
+                _check_prometheus_url(check, prometheus.get("url"), where + ".prometheus.url")
+                if prometheus.get("authToken") is not None:
+                    _check_secret_reference(check, prometheus["authToken"], where + ".prometheus.authToken")
+        elif prometheus is not None:
+            check.finding("prometheus_ignored", where + ".prometheus", "ignored with source KubernetesMetrics")
+    if providers and collector_enabled:
+        check.error("metricsCollector.enabled", "it is not allowed to combine metrics provider when metrics collector is enabled",
+                    "Remove metricsCollector (deprecated) and keep metricsProviders: [{source: KubernetesMetrics}].")
+
+
+def query_shape_problem(query: str) -> Optional[str]:
+    """What a Prometheus query returns when that is not an instant vector (the descheduler refuses anything else):
+    `matrix` for a range selector or subquery at the outside, `scalar` or `string` for a literal; None otherwise."""
+    text = query.strip()
+    if text.endswith("]"):
+        return "matrix"
+    if NUMBER_RE.match(text):
+        return "scalar"
+    if text[:1] in ('"', "'", "`"):
+        return "string"
+    return None
+
+
+def _check_prometheus_query(check: Checker, prometheus: Any, where: str) -> None:
+    query = prometheus.get("query") if isinstance(prometheus, dict) else None
+    example = ("Give a query that returns one sample from 0 to 1 per node, labelled instance=<node name>, e.g. "
+               "instance:node_cpu_utilisation:rate1m (option prometheus_query).")
+    if not isinstance(query, str) or not query.strip():
+        check.error(where + ".prometheus.query", 'prometheus query is required when metrics source is set to "{0}"'.format(PROMETHEUS), example)
+        return
+    shape = query_shape_problem(query)
+    if shape:
+        check.error(where + ".prometheus.query", 'the query is refused by the descheduler at every run: expected query results to be of type '
+                    '"vector", got "{0}" instead'.format(shape), example)
+
+
+def _check_metrics_utilization(check: Checker, args: dict, path: str) -> None:
+    """LowNodeUtilization `metricsUtilization` (nodeutilization's validation and plugin setup, v0.36), and a
+    MetricResource threshold without the Prometheus source that measures it."""
+    utilization = args.get("metricsUtilization")
+    if metrics_keys(check, utilization, path + ".metricsUtilization", METRICS_UTILIZATION_FIELDS, "metricsUtilization"):
+        _check_utilization_fields(check, args, utilization, path)
+        if utilization.get("source") == PROMETHEUS:
+            return
+    for field in ("thresholds", "targetThresholds"):
+        if isinstance(args.get(field), dict) and METRIC_RESOURCE in args[field]:
+            check.error("{0}.{1}.{2}".format(path, field, METRIC_RESOURCE), "only a Prometheus query measures MetricResource",
+                        "Set metricsUtilization.source: Prometheus with a query (metrics_source: Prometheus), or use cpu, memory and pods.")
+
+
+def _check_utilization_fields(check: Checker, args: dict, utilization: dict, path: str) -> None:
+    where = path + ".metricsUtilization"
+    server, source, prometheus = utilization.get("metricsServer"), utilization.get("source"), utilization.get("prometheus")
+    if server is not None and not isinstance(server, bool):
+        check.error(where + ".metricsServer", "must be true or false, got {0!r}".format(server), "Write true or false, or leave it out.")
+    if prometheus is not None:
+        metrics_keys(check, prometheus, where + ".prometheus", PROMETHEUS_QUERY_FIELDS, "metricsUtilization.prometheus")
+    if source not in (None, "") + METRICS_SOURCES:
+        check.error(where + ".source", "unrecognized metrics source",
+                    "Use KubernetesMetrics (the metrics server) or Prometheus (case-sensitive), or remove metricsUtilization to balance by requests.")
+        return
+    if server is True:
+        check.finding("deprecated_metrics_server", where + ".metricsServer", "deprecated; use source: KubernetesMetrics")
+    if source == KUBERNETES_METRICS and server is True:
+        check.error(where + ".metricsServer", 'it is not allowed to set both "{0}" source and metricsServer'.format(KUBERNETES_METRICS),
+                    "Remove metricsServer (deprecated): source KubernetesMetrics reads the metrics server.")
+    if source == KUBERNETES_METRICS and prometheus is not None:
+        check.error(where + ".prometheus", 'prometheus configuration is not allowed to set when source is set to "{0}"'.format(KUBERNETES_METRICS),
+                    "Remove prometheus, or set source: Prometheus to balance by the query.")
+    if source == PROMETHEUS:
+        if server is True:  # upstream reads the metrics server first, yet checks the thresholds for the query: nothing works
+            check.error(where + ".metricsServer", "metricsServer with source Prometheus: the descheduler reads the metrics server, not the query",
+                        "Remove metricsServer.")
+        _check_prometheus_query(check, prometheus, where)
+        for field in ("thresholds", "targetThresholds"):
+            values = args.get(field)
+            if isinstance(values, dict) and values and sorted(values) != [METRIC_RESOURCE]:
+                check.error("{0}.{1}".format(path, field), '{0} are expected to specify a single instance of "{1}" resource, got {2} instead'.format(
+                    field, METRIC_RESOURCE, _go_list(sorted(values))),
+                    "With source Prometheus give the one resource MetricResource (percent of the query's value), e.g. {0}: {{{1}: 20}}.".format(
+                        field, METRIC_RESOURCE))
+    elif not source and server is not True:
+        check.error(where, "metrics source is empty",
+                    "Set source: KubernetesMetrics or Prometheus (metrics_source), or remove metricsUtilization to balance by requests.")
+
+
+def _check_metrics_clients(check: Checker, policy: dict, profile: dict, path: str, collector_enabled: bool) -> None:
+    """The clients the descheduler builds from the top-level providers: a profile that reads a source without them
+    fails when the plugin is created (upstream's words), and so the whole run; a plugin not enabled is never created."""
+    if LOW_NODE_UTILIZATION not in enabled_plugins(profile, "balance"):
+        return
+    utilization = metrics_utilization(profile)
+    source = metrics_source(utilization)
+    where = _lnu_path(profile, path) + ".metricsUtilization"
+    if source == PROMETHEUS and metrics_provider(policy, PROMETHEUS) is None:
+        check.error(where + ".source", "prometheus client not initialized (metricsProviders has no source Prometheus)",
+                    "Add the provider: {0} (options prometheus_url, prometheus_auth_secret).".format(PROMETHEUS_PROVIDER_EXAMPLE))
+    elif source == KUBERNETES_METRICS and metrics_provider(policy, KUBERNETES_METRICS) is None and not collector_enabled:
+        check.error(where + (".metricsServer" if utilization.get("metricsServer") is True else ".source"),
+                    "metrics client not initialized (metricsProviders has no source KubernetesMetrics)",
+                    "Add metricsProviders: [{source: KubernetesMetrics}] (the metrics server, metrics.k8s.io).")
 
 
 def _check_protections(check: Checker, args: dict, path: str) -> None:
@@ -194,6 +531,7 @@ def _number(value: Any) -> bool:
 
 def _check_lnu(check: Checker, args: dict, path: str) -> None:
     _check_thresholds(check, args, path)
+    _check_metrics_utilization(check, args, path)
     namespaces = args.get("evictableNamespaces")
     if check.keys(namespaces, path + ".evictableNamespaces", EVICTABLE_NAMESPACES_FIELDS, "evictableNamespaces"):
         if namespaces.get("include"):
@@ -358,6 +696,7 @@ def validate_policy(policy: dict, vm_profiles: Sequence[str] = (), min_gap: int 
     control-plane check (skipped when None)."""
     check = Checker()
     _check_top(check, policy)
+    _check_metrics_providers(check, policy)
     limits = dict(KUBEVIRT_DEFAULT_LIMITS)
     limits.update({k: v for k, v in (migration_limits or {}).items() if k in limits and v is not None})
     names: Dict[str, int] = {}
@@ -370,8 +709,11 @@ def validate_policy(policy: dict, vm_profiles: Sequence[str] = (), min_gap: int 
         if name not in names:
             check.error("profiles", "no profile named {0!r} (the VM profile)".format(name),
                         "Name the VM profile with profile_name, or list the profiles that move VMs in vm_profiles.")
+    collector = policy.get("metricsCollector")
+    collector_enabled = isinstance(collector, dict) and collector.get("enabled") is True
     for index, name, profile in checked:
         path = "profiles[{0}]".format(index)
+        _check_metrics_clients(check, policy, profile, path, collector_enabled)
         if name in vm_profiles:
             _check_vm_profile(check, policy, profile, path, min_gap, limits)
         elif _evicts(profile) and "PodsWithPVC" in protections(plugin_config(profile, DEFAULT_EVICTOR) or {}):

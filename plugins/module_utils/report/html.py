@@ -2,9 +2,11 @@
 # Copyright: kubevirt_ops.rebalance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One run's report as a self-contained HTML5 page (inline CSS and SVG; no script, font, image or any other URL): the
-run and its status, node usage before and after against the policy's thresholds, the migrations on a timeline, the
-five checks per VM, the backup, the rollback and, for a rehearsal, its prediction, test VMs and cleanup. Built from
-the report document of roles/rebalance_report; every value from it is escaped (report/markup.py)."""
+run and its status, node usage before and after against the thresholds, judged as the plan judged it (requests, or
+actual usage with the request figures beside it; deviation thresholds as the plan computed them), the forecast of the
+policy over many runs, the migrations on a timeline, the five checks per VM, the backup, the rollback and, for a
+rehearsal, its prediction, test VMs and cleanup. Built from the report document of roles/rebalance_report; every
+value from it is escaped (report/markup.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,24 @@ import json
 from typing import Any, List, Optional
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.migration import CHECKS, TRIGGER_CHECK
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.data import (chart_resources, items, mapping, migration_timeline,
-                                                                                         policy_thresholds, usage_rows)
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.data import (
+    METRIC_RESOURCE,
+    REQUESTS,
+    RESOURCES,
+    SOURCE_TEXT,
+    chart_resources,
+    deviation_policy,
+    forecast_summary,
+    items,
+    judged_sources,
+    judged_thresholds,
+    mapping,
+    migration_timeline,
+    policy_thresholds,
+    usage_rows,
+)
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.markup import Markup, join, number, tag
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.svg import category_text, timeline_chart, usage_chart
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.svg import BY_REQUESTS, category_text, timeline_chart, usage_chart
 
 CHECK_COLUMNS = CHECKS + (TRIGGER_CHECK,)
 CHECK_RESULTS = ("pass", "fail", "open")
@@ -28,6 +44,10 @@ ROLLBACK_FIELDS = (("method", "method"), ("resource_patches_deleted", "ResourceP
 NOTHING = "nothing to show"
 COMPARISON_VERDICTS = {True: ("matches the prediction", "status-passed"), False: ("differs from the prediction", "status-failed"),
                        None: ("not compared", "status-unknown")}
+# What a usage chart's percents are, by the usage source the plan judged the nodes by.
+BASIS = {REQUESTS: BY_REQUESTS, "KubernetesMetrics": "by actual usage (metrics server), percent of allocatable",
+         "Prometheus": "by the Prometheus query's value per node, in percent"}
+MIXED_BASIS = "by what each node was judged by (table below), in percent"
 
 # Trusted text, inserted as it is: a <style> element's content is not entity-decoded by HTML parsers.
 STYLE = """
@@ -126,10 +146,10 @@ def header(document: dict) -> Markup:
 
 
 # ------------------------------------------------------------------------------------------ node usage
-def usage_figure(resource: str, rows: List[dict], thresholds: dict) -> Markup:
+def usage_figure(resource: str, rows: List[dict], thresholds: dict, basis: str) -> Markup:
+    caption = "{0}: {1}, before and after".format(resource, "the query's value per node, in percent" if resource == METRIC_RESOURCE else basis)
     return tag("figure", {"class": "usage", "data-resource": resource}, tag("h3", None, resource),
-               usage_chart(resource, rows, thresholds),
-               tag("figcaption", None, "{0}: percent of allocatable, before and after".format(resource)))
+               usage_chart(resource, rows, thresholds, basis), tag("figcaption", None, caption))
 
 
 def categories_table(rows: List[dict]) -> Markup:
@@ -137,19 +157,121 @@ def categories_table(rows: List[dict]) -> Markup:
                  [[row["name"], category_text(row["before"]), category_text(row["after"])] for row in rows], css="categories")
 
 
+def percent_list(values: Any) -> str:
+    """`cpu 80%, memory 40%` in the order of RESOURCES, then by name; `-` for none."""
+    values = mapping(values)
+    names = [r for r in RESOURCES if r in values] + sorted(set(values) - set(RESOURCES))
+    return ", ".join("{0} {1}%".format(name, number(values[name])) for name in names) or "-"
+
+
+def band_list(thresholds: Any) -> str:
+    """Deviation thresholds as `cpu 20..60%` (low..high) per resource; `-` for none."""
+    thresholds = mapping(thresholds)
+    low, high = mapping(thresholds.get("thresholds")), mapping(thresholds.get("targetThresholds"))
+    names = [r for r in RESOURCES if r in low or r in high] + sorted((set(low) | set(high)) - set(RESOURCES))
+    return ", ".join("{0} {1}..{2}%".format(name, shown(low.get(name)), shown(high.get(name))) for name in names) or "-"
+
+
+def judged_table(rows: List[dict], actual: bool, deviation: bool) -> Markup:
+    """Per node and time (before, after): the source the plan judged it by, the percents it judged, the deviation
+    thresholds it was judged against, and by requests beside actual usage."""
+    headers = ["node", "judged by"]
+    for when in ("before", "after"):
+        headers.append("{0}: judged usage".format(when))
+        if deviation:
+            headers.append("{0}: thresholds (low..high)".format(when))
+        if actual:
+            headers.append("{0}: by requests".format(when))
+    body = []
+    for row in rows:
+        states = [row["before"] or {}, row["after"] or {}]
+        sources = sorted({state.get("source") for state in states if state.get("source")})
+        cells: List[Any] = [row["name"], ", ".join(sources) or "-"]
+        for state in states:
+            cells.append(percent_list(state.get("percent")) if state else "not measured")
+            if deviation:
+                cells.append(band_list(state.get("thresholds")))
+            if actual:
+                cells.append(percent_list(state.get("requests")) if state.get("source") not in (None, REQUESTS) else "(judged by requests)")
+        body.append(cells)
+    return table(headers, body, css="judged-usage")
+
+
+def judged_text(sources: List[str]) -> Optional[str]:
+    if not sources:
+        return None
+    return "Judged by: {0}.".format("; ".join(SOURCE_TEXT.get(source, source) for source in sources))
+
+
+def lines_text(thresholds: dict) -> str:
+    profile = thresholds.get("profile")
+    if thresholds.get("deviation"):
+        if thresholds.get("thresholds") or thresholds.get("targetThresholds"):
+            return ("Lines: the deviation thresholds of profile {0} as the plan computed them, the mean usage minus thresholds and plus "
+                    "targetThresholds.".format(profile))
+        return "No lines: profile {0} uses deviation thresholds (distances from the mean usage) and no node row has the computed ones.".format(profile)
+    if profile:
+        return "Lines: the LowNodeUtilization thresholds and targetThresholds of profile {0}.".format(profile)
+    return "No LowNodeUtilization thresholds in the report's policy."
+
+
 def usage_section(document: dict) -> Markup:
     classification = mapping(document.get("classification"))
     rows = usage_rows(classification)
     if not rows:
         return section("node-usage", "Node usage", nothing("the report has no node classification"))
-    thresholds = policy_thresholds(mapping(document.get("policy")).get("policy_text"))
-    sources = "Before: {0}. After: {1}.".format(shown(mapping(classification.get("before")).get("source")),
-                                                shown(mapping(classification.get("after")).get("source")))
-    lines = "Lines: the LowNodeUtilization thresholds and targetThresholds of profile {0}.".format(thresholds["profile"]) if thresholds["profile"] \
-        else "No LowNodeUtilization thresholds in the report's policy."
-    return section("node-usage", "Node usage", tag("p", None, sources, " ", lines),
-                   [usage_figure(resource, rows, thresholds) for resource in chart_resources(rows, thresholds)],
-                   tag("h3", None, "Categories"), categories_table(rows))
+    policy_text = mapping(document.get("policy")).get("policy_text")
+    thresholds = judged_thresholds(rows, policy_thresholds(policy_text), deviation_policy(policy_text))
+    sources = judged_sources(rows)
+    actual = any(source != REQUESTS for source in sources)
+    basis = BASIS.get(sources[0], MIXED_BASIS) if len(sources) == 1 else (MIXED_BASIS if sources else BY_REQUESTS)
+    intro = "Before: {0}. After: {1}.".format(shown(mapping(classification.get("before")).get("source")),
+                                              shown(mapping(classification.get("after")).get("source")))
+    judged = judged_table(rows, actual, thresholds["deviation"]) if actual or thresholds["deviation"] else None
+    return section("node-usage", "Node usage", tag("p", None, join([intro, " ", judged_text(sources), " " if sources else None, lines_text(thresholds)])),
+                   [usage_figure(resource, rows, thresholds, basis) for resource in chart_resources(rows, thresholds, () if actual else RESOURCES)],
+                   tag("h3", None, "Categories"), categories_table(rows),
+                   [tag("h3", None, "What each node was judged by"), judged] if judged else None)
+
+
+# ------------------------------------------------------------------------------------------ forecast
+def forecast_moves_table(moves: List[dict]) -> Markup:
+    rows = [[shown(move["cycle"]), shown(move["vm"]), shown(move["namespace"]), shown(move["source"]),
+             shown(move["destination"]) if move["destination"] else "fits no other node"] for move in moves]
+    return table(["run", "VM", "namespace", "from", "to"], rows, css="forecast-moves")
+
+
+def forecast_categories_table(summary: dict) -> Markup:
+    rows = [[node["name"]] + [shown(category) for category in node["by_cycle"]] for node in summary["categories"]]
+    return table(["node"] + ["run {0}".format(shown(cycle)) for cycle in summary["cycles"]], rows, css="forecast-categories")
+
+
+def forecast_findings(summary: dict) -> Optional[Markup]:
+    """One line per swap (`run 1: worker-a goes from overutilized to underutilized`) and per VM moved back."""
+    lines = ["run {0}: {1} goes from {2} to {3}".format(shown(swap.get("cycle")), shown(swap.get("node")), shown(swap.get("from")), shown(swap.get("to")))
+             for swap in summary["swaps"]]
+    for back in summary["moved_back"]:
+        vm = "/".join(str(part) for part in (back.get("namespace"), back.get("vm")) if part)
+        path = " -> ".join(str(node) for node in items(back.get("nodes")))
+        lines.append("run {0}: {1} moves back ({2})".format(shown(back.get("cycle")), vm, path))
+    return lines_list(lines)
+
+
+def forecast_section(document: dict) -> Optional[Markup]:
+    """The forecast of descheduler_policy, when the document has one: the verdict, the refusal, the moves run by run and
+    each node's category per run; None without a forecast."""
+    summary = forecast_summary(document)
+    if summary is None:
+        return None
+    facts = facts_table([("verdict", summary["verdict"]), ("runs planned", shown(summary["runs"])), ("converged", shown(summary["converged"])),
+                         ("runs to converge", shown(summary["cycles_to_converge"])), ("migrations", shown(summary["migrations"])),
+                         ("refused", shown(bool(summary["refusal"])))])
+    refusal = tag("div", {"class": "attention"}, "Refused: ", summary["refusal"]) if summary["refusal"] else None
+    findings = forecast_findings(summary)
+    return section("forecast", "Forecast", facts, refusal,
+                   [tag("h3", None, "Planned moves, run by run"), forecast_moves_table(summary["moves"])] if summary["moves"] else None,
+                   [tag("h3", None, "Categories per run"), forecast_categories_table(summary)] if summary["categories"] else None,
+                   [tag("h3", None, "Swaps and moves back"), findings] if findings else None)
 
 
 # ------------------------------------------------------------------------------------------ migrations
@@ -162,10 +284,12 @@ def migrations_table(spans: List[dict]) -> Markup:
 
 def planned_text(policy: dict) -> Optional[Markup]:
     planned = [entry for entry in items(policy.get("planned_evictions")) if isinstance(entry, dict)]
+    stop = policy.get("stop_reason")
+    stopped = ("The plan moves nothing: {0}." if not planned else "The first profile stopped before any eviction: {0}.").format(stop) if stop else None
     if not planned:
-        return None
+        return tag("p", {"class": "stop-reason"}, stopped) if stopped else None
     names = ", ".join("{0} from {1}".format(entry.get("vm") or entry.get("pod"), entry.get("node")) for entry in planned)
-    return tag("p", None, "Planned by the policy: {0}.".format(names))
+    return join([tag("p", None, "Planned by the policy: {0}.".format(names)), tag("p", {"class": "stop-reason"}, stopped) if stopped else None])
 
 
 def migrations_section(document: dict) -> Markup:
@@ -286,6 +410,6 @@ def render_html(document: Any) -> str:
     head = tag("head", None, tag("meta", {"charset": "utf-8"}), tag("meta", {"name": "viewport", "content": "width=device-width, initial-scale=1"}),
                tag("title", None, title), tag("style", None, Markup(STYLE)))
     body = tag("body", None, header(document),
-               tag("main", None, rehearsal_section(document), usage_section(document), migrations_section(document), checks_section(document),
-                   backup_section(document), rollback_section(document)))
+               tag("main", None, rehearsal_section(document), usage_section(document), forecast_section(document), migrations_section(document),
+                   checks_section(document), backup_section(document), rollback_section(document)))
     return "<!DOCTYPE html>\n" + tag("html", {"xmlns": "http://www.w3.org/1999/xhtml", "lang": "en"}, head, body) + "\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Sequence, Tuple
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.data import THRESHOLD_KINDS
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.data import METRIC_RESOURCE, THRESHOLD_KINDS
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.markup import Markup, join, number, tag
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -23,6 +23,7 @@ THRESHOLD_DASHES = {"thresholds": "6 4", "targetThresholds": "2 3"}
 USAGE_LEGEND = ((COLOURS["before"], "before", None), (COLOURS["after"], "after", None),
                 (COLOURS["thresholds"], "thresholds (below: underutilized)", THRESHOLD_DASHES["thresholds"]),
                 (COLOURS["targetThresholds"], "targetThresholds (above: overutilized)", THRESHOLD_DASHES["targetThresholds"]))
+BY_REQUESTS = "by requests, percent of allocatable"   # what a usage chart's percents are, unless told otherwise
 
 # Node usage chart: the 0..100 % axis spans PLOT_HEIGHT pixels from PLOT_TOP down.
 PLOT_TOP = 40
@@ -136,7 +137,8 @@ def usage_bar(x: float, when: str, node: str, resource: str, state: Optional[dic
     if value is None:
         return text(x + BAR_WIDTH / 2, percent_y(0) - 4, "n/a", anchor="middle", size=10, css="bar-missing")
     top = percent_y(value)
-    tooltip = "{0} {1} {2}: {3}% of allocatable ({4})".format(node, resource, when, number(value), state.get("category") or "no category")
+    of_what = "of the query's scale" if resource == METRIC_RESOURCE else "of allocatable"
+    tooltip = "{0} {1} {2}: {3}% {4} ({5})".format(node, resource, when, number(value), of_what, state.get("category") or "no category")
     return join([rect(x, top, BAR_WIDTH, percent_y(0) - top, COLOURS[when], "bar " + when, tooltip, node=node, resource=resource,
                       when=when, percent=number(value)),
                  text(x + BAR_WIDTH / 2, top - 4, "{0}%".format(number(value)), anchor="middle", size=10, css="bar-label", halo=True)])
@@ -179,21 +181,21 @@ def shown_percent(state: Optional[dict], resource: str) -> str:
     return "n/a" if value is None else number(value) + "%"
 
 
-def usage_summary(resource: str, rows: List[dict], thresholds: dict) -> str:
+def usage_summary(resource: str, rows: List[dict], thresholds: dict, basis: str = BY_REQUESTS) -> str:
     """The chart as one sentence: every node's numbers and the threshold lines."""
     nodes = "; ".join("{0} before {1}, after {2}".format(row["name"], shown_percent(row["before"], resource), shown_percent(row["after"], resource))
                       for row in rows)
     lines = ", ".join("{0} {1}%".format(kind, number(thresholds[kind][resource]))
                       for kind in THRESHOLD_KINDS if resource in (thresholds.get(kind) or {}))
-    return "{0} by requests, percent of allocatable per node, before and after: {1}. Lines: {2}.".format(resource, nodes, lines or "none")
+    return "{0} {1} per node, before and after: {2}. Lines: {3}.".format(resource, basis, nodes, lines or "none")
 
 
-def usage_chart(resource: str, rows: List[dict], thresholds: dict) -> Markup:
-    """Bars of every node's percent of allocatable for `resource` before and after, on a 0..100 axis, with the policy's
-    thresholds and targetThresholds for the resource as dashed lines."""
+def usage_chart(resource: str, rows: List[dict], thresholds: dict, basis: str = BY_REQUESTS) -> Markup:
+    """Bars of every node's percent for `resource` before and after (`basis`: what the percent is of, for the label),
+    on a 0..100 axis, with the thresholds and targetThresholds for the resource as dashed lines."""
     plot_right = AXIS_LEFT + max(len(rows), 1) * GROUP_WIDTH
     width = max(plot_right + LABEL_SPACE, AXIS_LEFT + legend_width(USAGE_LEGEND))
-    return chart(width, PLOT_TOP + PLOT_HEIGHT + BELOW_PLOT, usage_summary(resource, rows, thresholds), "usage " + resource,
+    return chart(width, PLOT_TOP + PLOT_HEIGHT + BELOW_PLOT, usage_summary(resource, rows, thresholds, basis), "usage " + resource,
                  legend(USAGE_LEGEND, AXIS_LEFT, 16), percent_axis(plot_right),
                  [node_group(index, row, resource) for index, row in enumerate(rows)],
                  threshold_lines(thresholds, resource, plot_right))

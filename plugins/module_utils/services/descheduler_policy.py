@@ -2,13 +2,15 @@
 # Copyright: kubevirt_ops.rebalance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The `descheduler_policy` module's work: find the policy ConfigMap, validate the wanted policy against the
-live cluster, back up the ConfigMap, update it with its resourceVersion, report the ACP ResourcePatch, and
-restore (a backup file, or the chart's policy by deleting the ResourcePatches).
+live cluster, plan and forecast it, back up the ConfigMap, update it with its resourceVersion, report the ACP
+ResourcePatch, and restore (a backup file, or the chart's policy by deleting the ResourcePatches).
 
-Order, always: options -> offline validation -> reads -> validation with the cluster -> (check mode: the same
-write as a server-side dry run, so the API server validates it and admission runs; nothing is stored and no
-backup is written) -> backup, verified by reading it back -> the one write. Nothing in the cluster is touched
-before the policy passed validation and the backup is on disk."""
+Order, always: options -> offline validation -> reads -> validation with the cluster -> the plan and the forecast
+(with the actual usage the VM profile balances by, read from the metrics server or Prometheus) -> a forecast that
+refuses the policy stops here unless forced -> (check mode: the same write as a server-side dry run, so the API
+server validates it and admission runs; nothing is stored and no backup is written) -> backup, verified by reading
+it back -> the one write. Nothing in the cluster is touched before the policy passed validation and the forecast,
+and the backup is on disk."""
 
 from __future__ import annotations
 
@@ -25,11 +27,19 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.metrics import read_actual_usage
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption, RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import as_kubectl_shows, meta, migration_limits, pick_kubevirt
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.plan import plan_policy
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import dump_policy, load_policy, same_policy
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.render import check_options, render_policy
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.forecast import forecast_policy
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.plan import plan_policy, select_nodes
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import (
+    dump_policy,
+    load_policy,
+    metrics_utilization,
+    profile_named,
+    same_policy,
+)
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.render import METRICS_SOURCE_CHOICES, check_options, render_policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.validate import check_policy
 
 try:
@@ -39,7 +49,10 @@ except ImportError:  # reported by the module
     HAS_YAML = False
 
 RENDER_OPTIONS = ("nodes", "node_selector", "vm_labels", "vm_selector", "thresholds", "target_thresholds", "max_pods_to_evict_per_node",
-                  "max_pods_to_evict_per_namespace", "max_pods_to_evict_total", "eviction_limit_node", "exclude_namespaces")
+                  "max_pods_to_evict_per_namespace", "max_pods_to_evict_total", "eviction_limit_node", "exclude_namespaces",
+                  "metrics_source", "prometheus_query", "prometheus_url", "prometheus_auth_secret", "use_deviation_thresholds",
+                  "no_eviction_policy")
+FORCE_FIX = "set force: true to apply anyway"
 RESOURCE_PATCH_RE = re.compile(r"ResourcePatch (\S+?) is created")
 # the API server's answers to a write it refuses as invalid (validation, e.g. the 1 MiB limit of ConfigMap data)
 INVALID_STATUS = (400, 422)
@@ -47,6 +60,10 @@ INVALID_STATUS = (400, 422)
 
 class Conflict(RebalanceError):
     """The object changed between the read and the write (HTTP 409 on the update with resourceVersion)."""
+
+
+class ForecastRefused(RebalanceError):
+    """The forecast of the wanted policy swaps nodes between categories or moves a VM back; nothing was written."""
 
 
 # ------------------------------------------------------------------------------------------ options
@@ -68,8 +85,20 @@ ARG_SPEC = {
     "eviction_limit_node": {"type": "int"},
     "exclude_namespaces": {"type": "list", "elements": "str"},
     "node_fit": {"type": "bool", "default": True},
+    "metrics_source": {"type": "str", "default": "requests", "choices": list(METRICS_SOURCE_CHOICES)},
+    "prometheus_query": {"type": "str"},
+    "prometheus_url": {"type": "str"},
+    # a reference to the Secret, not the token: nothing secret in it
+    "prometheus_auth_secret": {"type": "dict", "no_log": False, "options": {"namespace": {"type": "str", "required": True},
+                                                                            "name": {"type": "str", "required": True}}},
+    "use_deviation_thresholds": {"type": "bool"},
+    "no_eviction_policy": {"type": "str", "choices": ["Preferred", "Mandatory"]},
     "min_threshold_gap": {"type": "int", "default": 5},
     "plan": {"type": "bool", "default": True},
+    "forecast": {"type": "bool", "default": True},
+    "forecast_cycles": {"type": "int", "default": 10},
+    "force": {"type": "bool", "default": False},
+    "prometheus_url_override": {"type": "str"},
     "descheduler_namespace": {"type": "str", "default": "descheduler"},
     "descheduler_name": {"type": "str", "default": "descheduler"},
     "configmap_name": {"type": "str"},
@@ -106,8 +135,18 @@ class DeschedulerPolicyOptions(ModuleOptions):  # pylint: disable=too-many-insta
     eviction_limit_node: Optional[int]
     exclude_namespaces: Optional[List[str]]
     node_fit: bool
+    metrics_source: str
+    prometheus_query: Optional[str]
+    prometheus_url: Optional[str]
+    prometheus_auth_secret: Optional[Dict[str, str]]
+    use_deviation_thresholds: Optional[bool]
+    no_eviction_policy: Optional[str]
     min_threshold_gap: int
     plan: bool
+    forecast: bool
+    forecast_cycles: int
+    force: bool
+    prometheus_url_override: Optional[str]
     descheduler_namespace: str
     descheduler_name: str
     configmap_name: Optional[str]
@@ -119,16 +158,26 @@ class DeschedulerPolicyOptions(ModuleOptions):  # pylint: disable=too-many-insta
 
 
 def check_module_options(options: DeschedulerPolicyOptions) -> None:
-    """What the spec cannot say: a wait of 0 seconds or less would give up right after deleting the ResourcePatches."""
+    """What the spec cannot say: a wait of 0 seconds or less would give up right after deleting the ResourcePatches;
+    a forecast of no cycle forecasts nothing."""
     if options.wait_timeout <= 0:
         raise InvalidOption("must be more than 0 seconds, got {0}".format(options.wait_timeout),
                             "Give the seconds state=absent may wait for the chart's policy to come back, e.g. 120.", path="wait_timeout")
+    if options.forecast_cycles < 1:
+        raise InvalidOption("must be 1 or more, got {0}".format(options.forecast_cycles),
+                            "Give the descheduler runs to forecast, e.g. 10, or set forecast: false.", path="forecast_cycles")
+
+
+def _given(options: DeschedulerPolicyOptions, name: str) -> bool:
+    """Whether a rendering option is set: not unset, empty, false or its spec default (metrics_source requests)."""
+    value = getattr(options, name)
+    return value not in (None, [], {}) and value is not False and value != ARG_SPEC[name].get("default")
 
 
 def wanted_policy(options: DeschedulerPolicyOptions, existing: Optional[dict]) -> dict:
     """The policy to apply: `policy` as given, or rendered from the options (merged into `existing` with `merge`)."""
     if options.policy is not None:
-        given = [name for name in RENDER_OPTIONS if getattr(options, name) not in (None, [], {})]
+        given = [name for name in RENDER_OPTIONS if _given(options, name)]
         if given:
             raise InvalidOption("policy and {0} are mutually exclusive".format(", ".join(given)),
                                 "Give a whole policy, or the options to render one, not both.", path="policy")
@@ -143,7 +192,10 @@ def wanted_policy(options: DeschedulerPolicyOptions, existing: Optional[dict]) -
                          target_thresholds=options.target_thresholds, max_pods_to_evict_per_node=options.max_pods_to_evict_per_node,
                          max_pods_to_evict_per_namespace=options.max_pods_to_evict_per_namespace,
                          max_pods_to_evict_total=options.max_pods_to_evict_total, eviction_limit_node=options.eviction_limit_node,
-                         exclude_namespaces=options.exclude_namespaces, merge_into=existing if options.merge else None)
+                         exclude_namespaces=options.exclude_namespaces, use_deviation_thresholds=options.use_deviation_thresholds,
+                         no_eviction_policy=options.no_eviction_policy, metrics_source=options.metrics_source,
+                         prometheus_query=options.prometheus_query, prometheus_url=options.prometheus_url,
+                         prometheus_auth_secret=options.prometheus_auth_secret, merge_into=existing if options.merge else None)
 
 
 def vm_profiles(options: DeschedulerPolicyOptions) -> List[str]:
@@ -394,9 +446,25 @@ def _dry_run_write(cluster: Cluster, configmap: dict, data: dict, result: dict) 
     return result
 
 
+def actual_usage(options: DeschedulerPolicyOptions, client: Client, policy: dict, nodes: List[dict],
+                 reader: Callable[..., Optional[dict]] = read_actual_usage) -> Optional[dict]:
+    """The actual usage the first VM profile that balances by it reads (the metrics server, or its Prometheus query at
+    `prometheus_url_override` else the provider's URL, with the token of the Secret the provider names), for every
+    node the policy selects; None when the VM profiles balance by requests."""
+    for name in vm_profiles(options):
+        profile = profile_named(policy, name)
+        if profile is not None and metrics_utilization(profile) is not None:
+            selected = [meta(node)["name"] for node in select_nodes(policy.get("nodeSelector"), nodes)]
+            return reader(client, policy, profile, prometheus_url=options.prometheus_url_override, nodes=selected,
+                          url_option="prometheus_url_override")
+    return None
+
+
 def run(options: DeschedulerPolicyOptions, check_mode: bool, client: Optional[Client] = None,
-        planner: Optional[Callable[..., dict]] = plan_policy) -> dict:
-    """The module's work for `state` present, restored or absent; the module result."""
+        planner: Optional[Callable[..., dict]] = plan_policy, forecaster: Optional[Callable[..., dict]] = forecast_policy,
+        usage_reader: Callable[..., Optional[dict]] = read_actual_usage) -> dict:
+    """The module's work for `state` present, restored or absent; the module result. `planner`, `forecaster` and
+    `usage_reader` are the policy's planner, forecast and actual-usage reader (None: no plan, no forecast)."""
     check_module_options(options)
     if options.state == "present" and not options.merge:
         wanted_policy(options, None)  # option errors before any read
@@ -412,7 +480,7 @@ def run(options: DeschedulerPolicyOptions, check_mode: bool, client: Optional[Cl
                               "backup_path": None, "resource_patch": None, "warnings_from_api": [], "findings": []}
     before_text = _text(configmap, key)
     if options.state == "present":
-        return _present(options, check_mode, cluster, configmap, key, result, planner)
+        return _present(options, check_mode, cluster, configmap, key, result, Planning(planner, forecaster, usage_reader))
     if options.state == "restored":
         return _restored(options, check_mode, cluster, configmap, key, result)
     return _absent(options, check_mode, cluster, configmap, key, before_text, result)
@@ -422,8 +490,46 @@ def _diff(before: Optional[str], after: Optional[str], name: str) -> dict:
     return {"before": before or "", "after": after or "", "before_header": "{0} (before)".format(name), "after_header": "{0} (after)".format(name)}
 
 
+@dataclasses.dataclass(frozen=True)
+class Planning:
+    """What `state=present` runs before the write: the planner, the forecast and the actual-usage reader."""
+
+    planner: Optional[Callable[..., dict]]
+    forecaster: Optional[Callable[..., dict]]
+    usage_reader: Callable[..., Optional[dict]]
+
+
+def _plan_and_forecast(options: DeschedulerPolicyOptions, cluster: Cluster, policy: dict, nodes: List[dict], result: dict,
+                       planning: Planning) -> None:
+    """The plan (`plan`) and the forecast (`forecast`) of `policy` on the live nodes and Pods, with the actual usage
+    its VM profile balances by."""
+    wanted = [options.plan and planning.planner is not None, options.forecast and planning.forecaster is not None]
+    if not any(wanted):
+        return
+    usage = actual_usage(options, cluster.client, policy, nodes, planning.usage_reader)
+    pods = cluster.pods()
+    if wanted[0]:
+        result["plan"] = planning.planner(policy, nodes, pods, vm_profiles(options), actual_usage=usage)
+    if wanted[1]:
+        result["forecast"] = planning.forecaster(policy, nodes, pods, vm_profiles(options), actual_usage=usage,
+                                                 max_cycles=options.forecast_cycles)
+
+
+def _refuse_by_forecast(options: DeschedulerPolicyOptions, result: dict) -> None:
+    """A forecast that refuses the policy stops the change before anything is written (check mode the same way),
+    with the plan and the forecast in the result; with `force` it is a finding."""
+    refusal = (result.get("forecast") or {}).get("refusal")
+    if not refusal:
+        return
+    if not options.force:
+        raise ForecastRefused(refusal, FORCE_FIX, path="forecast", result=dict(result))
+    result["findings"] = list(result.get("findings") or []) + [
+        {"code": "forecast_refusal_forced", "severity": "warning", "path": "forecast",
+         "message": "forecast: {0}; applied anyway (force: true)".format(refusal)}]
+
+
 def _present(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Cluster, configmap: dict, key: str, result: dict,
-             planner: Optional[Callable[..., dict]]) -> dict:
+             planning: Planning) -> dict:
     current_text = _text(configmap, key)
     current = _parsed(current_text)
     policy = wanted_policy(options, current)
@@ -432,10 +538,10 @@ def _present(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Clust
     findings = check_policy(policy, vm_profiles=vm_profiles(options), min_gap=options.min_threshold_gap, migration_limits=limits, nodes=nodes)
     text = dump_policy(policy)
     result.update(policy=policy, policy_yaml=text, findings=findings, kubevirt_migration_limits=limits)
-    if planner is not None and options.plan:
-        result["plan"] = planner(policy, nodes, cluster.pods(), vm_profiles(options))
+    _plan_and_forecast(options, cluster, policy, nodes, result, planning)
     if same_policy(current, policy):
         return result
+    _refuse_by_forecast(options, result)
     result["changed"] = True
     result["diff"] = _diff(current_text, text, "{0}/{1} {2}".format(cluster.namespace, meta(configmap)["name"], key))
     data = dict(configmap.get("data") or {})

@@ -1,10 +1,10 @@
-"""The LowNodeUtilization balance plugin of descheduler v0.36 on requests
+"""The LowNodeUtilization balance plugin of descheduler v0.36, on requests or actual usage
 (pkg/framework/plugins/nodeutilization: lownodeutilization.go, nodeutilization.go, usageclients.go,
 classifier/, normalizer/; pkg/descheduler/pod/pods.go for the ordering).
 
-- Usage of a node = the summed requests (containers, the largest init container, overhead) of its
+- Usage of a node (by requests) = the summed requests (containers, the largest init container, overhead) of its
   non-terminal Pods, for cpu, memory and pods (plus any resource named in the thresholds), as a percentage
-  of the node's allocatable (capacity when allocatable is empty).
+  of the node's allocatable (capacity when allocatable is empty); the other sources are below.
 - Classification (in that order, first match wins): underutilized when every thresholds resource is at or
   below its threshold (a cordoned node never is: `"Node is unschedulable, thus not considered as
   underutilized"` at V(2)); overutilized when any targetThresholds resource is above its target; otherwise
@@ -35,18 +35,31 @@ classifier/, normalizer/; pkg/descheduler/pod/pods.go for the ordering).
   the plugin. Pods that tolerate no underutilized node's taints, Pods of `evictableNamespaces.exclude` and
   Pods the DefaultEvictor's PreEvictionFilter refuses (nodeFit, namespaceLabelSelector) are skipped.
 
+Usage sources (`metricsUtilization`, usageclients.py): requests by default; `source: KubernetesMetrics` (or the
+deprecated `metricsServer: true`) takes node usage from the metrics collector (metricscollector.py) and Pod usage from
+PodMetrics; `source: Prometheus` takes one value per node from the policy's Prometheus provider and classifies by the
+single resource `MetricResource` (thresholds and targetThresholds must name exactly it: `thresholds are expected to
+specify a single instance of "MetricResource" resource, got [cpu] instead`, built before anything else), whose
+capacity is 100. Building the plugin needs the process's client: without a metrics collector `metrics client not
+initialized`, without a Prometheus client `prometheus client not initialized` (the profile then fails to build);
+`unrecognized metrics source` / `metrics source is empty` otherwise. A sync that fails ends the plugin's Balance
+with `error getting node usage: <why>` (run.py logs it for the profile). With Prometheus a Pod's usage is unknown, so
+an eviction is unconstrained: usage is not updated after it and, without `evictionLimits.node`, only one Pod is
+evicted per source node (`"Currently, only a single pod eviction is allowed"` at V(3)); a Pod whose PodMetrics
+cannot be read is skipped (`"unable to get pod usage" err=... pod=...`).
+
 Simplified: the memory in `usage=` is printed in binary units (upstream: the format of the first summed
-request); the criteria keep the policy's order (upstream: map order). Actual-usage sources (`metricsUtilization`) are
-not simulated: a profile that sets it fails to build with the upstream `metrics client not initialized` /
-`prometheus client not initialized` message."""
+request); the criteria keep the policy's order (upstream: map order)."""
 from __future__ import annotations
 
 import math
 import random
 
-from ..quantity import cpu_millis, format_cpu, format_memory, is_terminal, memory_bytes, parse, pod_requests
+from ..quantity import format_cpu, format_memory, is_terminal
 from .evictor import (EvictionError, EvictionNodeLimitError, EvictionTotalLimitError, pod_priority)
 from .klog import kobj
+from .usageclients import (METRIC_RESOURCE, ActualUsage, NotSupported, PrometheusUsage, RequestedUsage, UsageError,
+                           amount)
 
 NAME = "LowNodeUtilization"
 SRC_LOW = "lownodeutilization.go"
@@ -59,38 +72,15 @@ class PluginError(Exception):
     """The plugin cannot be built: the profile fails to build with this message."""
 
 
-def _amount(resource: str, value) -> int:
-    if resource == "cpu":
-        return cpu_millis(value)
-    if resource == "memory":
-        return memory_bytes(value)
-    return int(parse(value))
-
-
 def node_capacity(node: dict) -> dict[str, int]:
-    """Allocatable, or capacity when no allocatable is reported; pods default to the kubelet's 110."""
+    """Allocatable, or capacity when no allocatable is reported; pods default to the kubelet's 110; the
+    `MetricResource` of a Prometheus query is a percentage, so its capacity is 100."""
     status = node.get("status") or {}
     source = status.get("allocatable") or status.get("capacity") or {}
-    capacity = {name: _amount(name, value) for name, value in source.items()}
+    capacity = {name: amount(name, value) for name, value in source.items()}
     capacity.setdefault("pods", 110)
+    capacity[METRIC_RESOURCE] = 100
     return capacity
-
-
-def pod_usage(pod: dict, resources: tuple[str, ...]) -> dict[str, int]:
-    basic = pod_requests(pod)
-    usage = {}
-    for resource in resources:
-        if resource in basic:
-            usage[resource] = basic[resource]
-            continue
-        spec = pod.get("spec") or {}
-        total = sum(_amount(resource, ((c.get("resources") or {}).get("requests") or {}).get(resource))
-                    for c in spec.get("containers") or [])
-        for container in spec.get("initContainers") or []:
-            total = max(total, _amount(resource, ((container.get("resources") or {}).get("requests") or {})
-                                       .get(resource)))
-        usage[resource] = total + _amount(resource, (spec.get("overhead") or {}).get(resource))
-    return usage
 
 
 def go_round(value: float) -> float:
@@ -162,28 +152,42 @@ class LowNodeUtilization:
         self.thresholds = dict(args.get("thresholds") or {})
         self.targets = dict(args.get("targetThresholds") or {})
         self.resource_names = tuple(self.thresholds)
-        self.extended = tuple(dict.fromkeys(self.resource_names + BASIC))
         metrics = args.get("metricsUtilization")
-        if metrics is not None:
-            raise PluginError(self._metrics_error(metrics))
+        if metrics is not None and metrics.get("source") == "Prometheus":
+            problem = self._prometheus_problem(metrics)
+            if problem:
+                raise PluginError(problem)
+            self.extended = self.resource_names
+        else:
+            self.extended = tuple(dict.fromkeys(self.resource_names + BASIC))
+        self.usage_client = RequestedUsage(handle, self.extended) if metrics is None else self._metrics_client(metrics)
 
-    def _metrics_error(self, metrics: dict) -> str:
+    def _prometheus_problem(self, metrics: dict) -> str | None:
+        """validatePrometheusMetricsUtilization."""
+        if not metrics.get("prometheus"):
+            return "prometheus property is missing"
+        if not (metrics.get("prometheus") or {}).get("query"):
+            return "prometheus query is missing"
+        for key, names in (("thresholds", list(self.thresholds)), ("targetThresholds", list(self.targets))):
+            if names != [METRIC_RESOURCE]:
+                return (f'{key} are expected to specify a single instance of "{METRIC_RESOURCE}" resource, got '
+                        f"[{' '.join(names)}] instead")
+        return None
+
+    def _metrics_client(self, metrics: dict):
+        """usageClientForMetrics."""
         source = metrics.get("source", "")
         if metrics.get("metricsServer") or source == "KubernetesMetrics":
-            return "metrics client not initialized"
+            collector = getattr(self.handle, "metrics_collector", None)
+            if collector is None:
+                raise PluginError("metrics client not initialized")
+            return ActualUsage(self.handle, self.extended, collector)
         if source == "Prometheus":
-            if not metrics.get("prometheus"):
-                return "prometheus property is missing"
-            if not (metrics.get("prometheus") or {}).get("query"):
-                return "prometheus query is missing"
-            names = list(self.thresholds)
-            if names != ["MetricResource"]:
-                return (f'thresholds are expected to specify a single instance of "MetricResource" resource, got '
-                        f"[{' '.join(names)}] instead")
-            return "prometheus client not initialized"
-        if source:
-            return "unrecognized metrics source"
-        return "metrics source is empty"
+            client = getattr(self.handle, "prometheus_client", None)
+            if client is None:
+                raise PluginError("prometheus client not initialized")
+            return PrometheusUsage(self.handle, client, metrics["prometheus"]["query"])
+        raise PluginError("unrecognized metrics source" if source else "metrics source is empty")
 
     # ------------------------------------------------------------------------------------------ helpers
     def _percentages(self, usage: dict[str, int], capacity: dict[str, int], names) -> dict[str, float]:
@@ -207,12 +211,17 @@ class LowNodeUtilization:
         return capped
 
     # ------------------------------------------------------------------------------------------ balance
-    def balance(self, nodes: list[dict]) -> None:
+    def balance(self, nodes: list[dict]) -> str | None:
+        """One Balance; the Status error's text when the usage could not be read, else None."""
         handle, log = self.handle, self.log.with_values("ExtensionPoint", "Balance")
+        try:
+            self.usage_client.sync(nodes)
+        except UsageError as err:
+            return f"error getting node usage: {err.message}"
         names = [n["metadata"]["name"] for n in nodes]
         by_name = {n["metadata"]["name"]: n for n in nodes}
-        pods = {name: handle.pods_on_node(name) for name in names}
-        usage = {name: self._node_usage(pods[name]) for name in names}
+        pods = {name: self.usage_client.pods(name) for name in names}
+        usage = {name: dict(self.usage_client.node_usage(name)) for name in names}
         capacity = {name: node_capacity(by_name[name]) for name in names}
 
         if self.args.get("useDeviationThresholds"):
@@ -266,35 +275,29 @@ class LowNodeUtilization:
         if not under:
             log.info(1, f"{SRC_LOW}:259", "No node is underutilized, nothing to do here, you might tune your "
                      "thresholds further")
-            return
+            return None
         if len(under) <= number_of_nodes:
             log.info(1, f"{SRC_LOW}:266", "Number of nodes underutilized is less or equal than NumberOfNodes, "
                      "nothing to do here", "underutilizedNodes", len(under), "numberOfNodes", number_of_nodes)
-            return
+            return None
         if len(under) == len(nodes):
             log.info(1, f"{SRC_LOW}:275", "All nodes are underutilized, nothing to do here")
-            return
+            return None
         if not over:
             log.info(1, f"{SRC_LOW}:280", "All nodes are under target utilization, nothing to do here")
-            return
+            return None
 
         available = {name: self._capped(capacity[name], high) for name in under + over}
         over = shuffled_sort(over, lambda name: -sum(usage[name].get(r, 0) for r in self.extended), rng)
         self._evict_from_sources(over, under, by_name, pods, usage, available)
-
-    def _node_usage(self, pods: list[dict]) -> dict[str, int]:
-        total = {name: 0 for name in self.extended}
-        for pod in pods:
-            for name, value in pod_usage(pod, self.extended).items():
-                total[name] += value
-        return total
+        return None
 
     def _evict_from_sources(self, sources, destinations, by_name, pods, usage, available) -> None:
         handle, log = self.handle, self.handle.log
         total_available = {name: 0 for name in self.extended}
         for name in destinations:
             for resource in self.extended:
-                total_available[resource] += available[name][resource] - usage[name][resource]
+                total_available[resource] += available[name][resource] - usage[name].get(resource, 0)
         log.info(1, f"{SRC_NU}:185", "Total capacity to be moved", *self._usage_pairs(total_available))
         taints = {name: list((by_name[name].get("spec") or {}).get("taints") or []) for name in destinations}
         node_limit = (self.args.get("evictionLimits") or {}).get("node")
@@ -339,7 +342,14 @@ class LowNodeUtilization:
                 continue
             if pod["metadata"].get("namespace") in excluded or not handle.evictor.pre_eviction_filter(pod):
                 continue
-            podusage = pod_usage(pod, self.extended)
+            unconstrained = False
+            try:
+                podusage = self.usage_client.pod_usage(pod)
+            except NotSupported:
+                podusage, unconstrained = {}, True
+            except UsageError as err:
+                log.error(f"{SRC_NU}:318", err.message, "unable to get pod usage", "pod", kobj(pod))
+                continue
             try:
                 handle.evict(pod, NAME)
             except (EvictionNodeLimitError, EvictionTotalLimitError):
@@ -347,8 +357,13 @@ class LowNodeUtilization:
             except EvictionError as err:
                 log.error(f"{SRC_NU}:328", err.message, "eviction failed")
                 continue
+            if node_limit is None and unconstrained:
+                log.info(3, f"{SRC_NU}:333", "Currently, only a single pod eviction is allowed")
+                break
             count += 1
             log.info(3, f"{SRC_NU}:339", "Evicted pods", "pod", kobj(pod))
+            if unconstrained:
+                continue
             for resource in total_available:
                 amount = 1 if resource == "pods" else podusage.get(resource, 0)
                 node_usage[resource] = node_usage.get(resource, 0) - amount

@@ -11,8 +11,16 @@ Validation (`validateDeschedulerConfiguration`) runs over `pluginConfig` with th
 reports, aggregated, `in profile <p>: plugin <x> in pluginConfig not registered` and `in profile <p>: <the
 plugin's message>` (LowNodeUtilization/HighNodeUtilization thresholds and `evictableNamespaces.include`,
 DefaultEvictor priority threshold, noEvictionPolicy, deprecated booleans versus `podProtections`, unknown or
-duplicate protections). Then the DefaultEvictor is prepended to the `filter` and `preevictionfilter`
-extension points, with default arguments when the profile has no pluginConfig for it.
+duplicate protections; LowNodeUtilization's `metricsUtilization`: `it is not allowed to set both "KubernetesMetrics"
+source and metricsServer`, `prometheus query is required when metrics source is set to "Prometheus"`, `prometheus
+configuration is not allowed to set when source is set to "KubernetesMetrics"`), then the top-level
+`metricsProviders` (`metric provider "<source>" is already configured, each source can be configured only once`,
+`it is not allowed to combine metrics provider when metrics collector is enabled`, `prometheus URL is required when
+prometheus is enabled`, `error parsing prometheus URL: parse "<url>": <Go's url.Parse error>`, `prometheus authToken
+secret is expected to be set when authToken field is`, `prometheus authToken secret reference does not set both
+namespace and name`; messages from upstream's policyconfig_test.go and validation_test.go). Then the DefaultEvictor is
+prepended to the `filter` and `preevictionfilter` extension points, with default arguments when the profile has no
+pluginConfig for it.
 
 `DEFAULT_POLICY` is the ACP package's default: the DefaultEvictor block is the one the rebalance reference
 page quotes; the other plugins and thresholds follow the upstream chart's default profile.
@@ -180,7 +188,12 @@ POLICY_SCHEMA = ("struct", "DeschedulerPolicy", {
     "metricsCollector": ("struct", "MetricsCollector", {"enabled": "bool"}),
     "metricsProviders": ("list", ("struct", "MetricsProvider", {
         "source": "string",
-        "prometheus": ("struct", "Prometheus", {"url": "string", "authToken": "raw"}),
+        "prometheus": ("struct", "Prometheus", {
+            "url": "string",
+            "authToken": ("struct", "AuthToken", {
+                "secretReference": ("struct", "SecretReference", {"namespace": "string", "name": "string"}),
+            }),
+        }),
     })),
 })
 
@@ -445,7 +458,77 @@ def validate_low_node_utilization(args: dict) -> str | None:
             return "thresholds and targetThresholds configured different resources"
         if value > targets[name] and not args.get("useDeviationThresholds"):
             return f"thresholds' {name} percentage is greater than targetThresholds'"
+    return validate_metrics_utilization(args.get("metricsUtilization"))
+
+
+def validate_metrics_utilization(metrics: dict | None) -> str | None:
+    """The metricsUtilization rules of the plugin's validation (validation_test.go of nodeutilization)."""
+    if metrics is None:
+        return None
+    source = metrics.get("source", "")
+    if metrics.get("metricsServer") and source == "KubernetesMetrics":
+        return 'it is not allowed to set both "KubernetesMetrics" source and metricsServer'
+    if source == "Prometheus" and not (metrics.get("prometheus") or {}).get("query"):
+        return 'prometheus query is required when metrics source is set to "Prometheus"'
+    if source == "KubernetesMetrics" and metrics.get("prometheus") is not None:
+        return 'prometheus configuration is not allowed to set when source is set to "KubernetesMetrics"'
     return None
+
+
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def go_url_error(url: str) -> str | None:
+    """The error of Go's url.Parse for the common mistakes (control characters, a missing scheme before a colon,
+    a port that is not a number, a space in the host), without the `parse "<url>": ` prefix."""
+    if any(ord(char) < 0x20 or ord(char) == 0x7f for char in url):
+        return "net/url: invalid control character in URL"
+    if url.startswith(":"):
+        return "missing protocol scheme"
+    match = _URL_SCHEME.match(url)
+    rest = url[match.end():] if match else url
+    if not match and ":" in url.split("/", 1)[0]:
+        return "first path segment in URL cannot contain colon"
+    if not rest.startswith("//"):
+        return None
+    authority = rest[2:].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0].rsplit("@", 1)[-1]
+    host, sep, port = authority.rpartition(":") if not authority.endswith("]") else (authority, "", "")
+    if sep and not port.isdigit() and port != "":
+        return f'invalid port ":{port}" after host'
+    for char in host if sep else authority:
+        if char in ' <>"{}|\\^`':
+            return f'invalid character "{char}" in host name'
+    return None
+
+
+def validate_metrics_providers(policy: "Policy") -> list[str]:
+    """validateDeschedulerConfiguration's rules for the top-level metricsProviders."""
+    errors, seen = [], set()
+    for provider in policy.metrics_providers:
+        source = provider.get("source", "")
+        if source in seen:
+            errors.append(f'metric provider "{source}" is already configured, each source can be configured only once')
+        seen.add(source)
+    if policy.metrics_providers and policy.metrics_collector:
+        errors.append("it is not allowed to combine metrics provider when metrics collector is enabled")
+    for provider in policy.metrics_providers:
+        if provider.get("source") != "Prometheus":
+            continue
+        prometheus = provider.get("prometheus") or {}
+        url = prometheus.get("url") or ""
+        if not url:
+            errors.append("prometheus URL is required when prometheus is enabled")
+        else:
+            problem = go_url_error(url)
+            if problem:
+                errors.append(f"error parsing prometheus URL: parse {_quote(url)}: {problem}")
+        if "authToken" in prometheus:
+            reference = (prometheus.get("authToken") or {}).get("secretReference")
+            if reference is None:
+                errors.append("prometheus authToken secret is expected to be set when authToken field is")
+            elif not reference.get("namespace") or not reference.get("name"):
+                errors.append("prometheus authToken secret reference does not set both namespace and name")
+    return errors
 
 
 def validate_high_node_utilization(args: dict) -> str | None:
@@ -498,6 +581,7 @@ def validate(policy: Policy) -> None:
             problem = validator(config.args) if validator else None
             if problem:
                 errors.append(f"in profile {profile.name}: {problem}")
+    errors += validate_metrics_providers(policy)
     message = aggregate(errors)
     if message:
         raise PolicyError(message)

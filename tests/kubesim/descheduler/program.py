@@ -18,6 +18,8 @@ the descheduler image.
   again after the kubelet's back-off (10 s doubling to 300 s, simulated) with `restartCount` increased,
   re-reading the ConfigMap: a new process.
 - The log lines go to the container's log (`cluster.append_log`), filtered by `--v`.
+- A process whose policy enables the metrics collector collects node metrics at its start and, while a
+  long-running process lives, every 5 simulated seconds (metricscollector.py).
 - Each process breaks ties among equally ranked Pods and nodes in its own random order (upstream: map
   order). `KUBESIM_DESCHEDULER_SEED` (or `DeschedulerProgram.seed`) seeds it, per Pod and start, so a run
   repeats; unset, every process draws a fresh order.
@@ -36,6 +38,7 @@ from ..api import now_iso
 from ..controllers.kubelet import finish_pod
 from ..errors import ApiError
 from .klog import Logger
+from .metricscollector import COLLECT_SECONDS
 from .run import ArgsError, Descheduler, container_args, parse_args, start
 
 POLICY_FLAG = "--policy-config-file"
@@ -136,6 +139,18 @@ class DeschedulerProgram:
             return
         self.processes[meta["uid"]] = process
         self._after(START_SECONDS, lambda: self._cycle(ident))
+        if process.providers.collector is not None and process.options.interval > 0:
+            self._after(COLLECT_SECONDS, lambda: self._collect(ident))
+
+    def _collect(self, ident: tuple[str, str, str, str]) -> None:
+        """The metrics collector's 5 s loop, while the process lives (a CronJob's ends after its one cycle)."""
+        namespace, name, uid, _container = ident
+        process = self.processes.get(uid)
+        if process is None or self._alive(namespace, name, uid) is None:
+            return
+        process.providers.collector.collect()
+        self._log(ident, process.log.take())
+        self._after(COLLECT_SECONDS, lambda: self._collect(ident))
 
     def _cycle(self, ident: tuple[str, str, str, str]) -> None:
         namespace, name, uid, _container = ident

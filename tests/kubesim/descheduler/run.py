@@ -10,8 +10,12 @@ A cycle: `Resetting pod evictor counters` (V(3)); the Ready nodes matching the p
 (`Skipping descheduling cycle: requires >=2 nodes` with fewer than two); each profile is built (a profile
 naming unregistered plugins in an extension point or missing a plugin's config is logged `unable to create
 a profile` and skipped); the deschedule plugins of every profile, then the balance plugins, each followed by
-`"Total number of evictions/requests" extension point=... evictedPods=N evictionRequests=N` (V(1)); finally
-`"Number of evictions/requests" totalEvicted=N evictionRequests=N` (V(1)).
+`"Total number of evictions/requests" extension point=... evictedPods=N evictionRequests=N` (V(1)); a plugin that
+ends with an error (LowNodeUtilization's `error getting node usage: ...`) makes the profile's extension point log
+`"running balance extension point failed with error" err="plugin \"LowNodeUtilization\" finished with error: ..."
+profile=<p>` after its plugins ran; finally `"Number of evictions/requests" totalEvicted=N evictionRequests=N` (V(1)).
+The process's metrics collector and Prometheus client (providers.py) are set up at its start and given to every
+profile's handle.
 
 The pod evictor: limits `maxNoOfPodsToEvictTotal`, `maxNoOfPodsToEvictPerNode`, `maxNoOfPodsToEvictPerNamespace`
 (in that order; eviction requests in flight count against them) with the upstream `"Error evicting pod"`
@@ -55,6 +59,7 @@ from .evictor import (DefaultEvictor, EvictionError, EvictionNamespaceLimitError
                       EvictionTotalLimitError, EvictorError, is_ready)
 from .klog import Logger, kobj, quote
 from .lownodeutilization import LowNodeUtilization, PluginError
+from .providers import Providers
 
 REQUEST_EVICT_ONLY = "descheduler.alpha.kubernetes.io/request-evict-only"
 EVICTION_IN_PROGRESS = "descheduler.alpha.kubernetes.io/eviction-in-progress"
@@ -407,7 +412,7 @@ class Handle:
     """frameworktypes.Handle for one profile: the evictor, the pod lists and the pod evictor."""
 
     def __init__(self, cluster, log: Logger, profile: str, pod_evictor: PodEvictor,
-                 rng: random.Random | None = None):
+                 rng: random.Random | None = None, providers: Providers | None = None):
         self.cluster = cluster
         self.log = log
         self.profile = profile
@@ -415,6 +420,9 @@ class Handle:
         self.rng = rng   # the order among equals (upstream: map order), seeded per process
         self.evictor: DefaultEvictor | None = None
         self._by_node: dict[str, list[dict]] | None = None
+        # WithMetricsCollector / WithPrometheusClient: what the process has (None when the policy enables neither)
+        self.metrics_collector = providers.collector if providers is not None else None
+        self.prometheus_client = providers.client if providers is not None else None
 
     def pods_on_node(self, node_name: str) -> list[dict]:
         if self._by_node is None:
@@ -462,6 +470,8 @@ class Descheduler:
         self.pod_evictor = PodEvictor(cluster, policy, options, log, user, self.cache)
         if self.cache is not None:   # the pod informer's initial list
             self.cache.sync(self._all_pods(), log)
+        self.providers = Providers(cluster, policy, log, user)
+        self.providers.start()
 
     def _all_pods(self) -> list[dict]:
         pods = [entry.obj for entry in self.cluster.store.entries("pods")]
@@ -471,6 +481,7 @@ class Descheduler:
         """runDeschedulerLoop."""
         log = self.log
         with self.cluster.lock:
+            self.providers.reconcile()
             log.infof(3, f"{SRC_DESCHEDULER}:427", "Resetting pod evictor counters")
             self.pod_evictor.reset()
             if self.cache is not None:
@@ -502,15 +513,20 @@ class Descheduler:
         for point in ("Deschedule", "Balance"):
             for runner in runners:
                 plugins = runner.deschedule if point == "Deschedule" else runner.balance
-                for _name, plugin in plugins:
+                errors = []
+                for name, plugin in plugins:
                     evicted, requests = self.pod_evictor.total_count, self.pod_evictor.total_requests()
                     runner.handle.refresh()
-                    if plugin is not None:
-                        plugin.balance(nodes)
+                    problem = plugin.balance(nodes) if plugin is not None else None
+                    if problem:
+                        errors.append(f"plugin {quote(name)} finished with error: {problem}")
                     log.info(1, f"{SRC_PROFILE}:{347 if point == 'Deschedule' else 376}",
                              "Total number of evictions/requests", "extension point", point,
                              "evictedPods", self.pod_evictor.total_count - evicted,
                              "evictionRequests", self.pod_evictor.total_requests() - requests)
+                if errors:   # RunBalancePlugins' aggregated Status, logged by runProfiles
+                    log.error(f"{SRC_DESCHEDULER}:{520 if point == 'Deschedule' else 530}", policymod.aggregate(errors),
+                              f"running {point.lower()} extension point failed with error", "profile", runner.name)
 
     def _build_profile(self, profile: policymod.Profile) -> _Runner:
         """NewProfile: extension points must name registered plugins, each plugin needs its config."""
@@ -522,7 +538,7 @@ class Descheduler:
             if missing:
                 raise ProfileError(f"profile {quote(profile.name)} configures {point} extension point of non-existing "
                                    f"plugins: [{' '.join(sorted(missing))}]")
-        handle = Handle(self.cluster, log, profile.name, self.pod_evictor, self.rng)
+        handle = Handle(self.cluster, log, profile.name, self.pod_evictor, self.rng, self.providers)
         runner = _Runner(profile.name, handle)
         names = list(dict.fromkeys(profile.enabled("deschedule") + profile.enabled("balance") +
                                    profile.enabled("filter") + profile.enabled("preevictionfilter")))

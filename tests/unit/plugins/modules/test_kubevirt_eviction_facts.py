@@ -54,3 +54,22 @@ def test_api_key_is_not_logged(monkeypatch, capsys):
     code, result = run(monkeypatch, capsys, lambda options, check_mode: {"changed": False, "echo": options.connection.auth["api_key"]},
                        host="https://k8s.example:6443", api_key="sekrit-token")
     assert code == 0 and "sekrit-token" not in json.dumps(result)
+
+
+def test_usage_options_defaults_and_the_prometheus_token_is_not_logged(monkeypatch, capsys):
+    spec = module_argument_spec(ARG_SPEC)
+    assert spec["usage_source"]["default"] == "auto" and spec["usage_disagreement_points"]["default"] == 20
+    assert spec["prometheus_token"]["no_log"] is True
+    seen = []
+
+    def service(options, check_mode):
+        seen.append(options)
+        return {"changed": False, "echo": options.prometheus_token}
+    code, result = run(monkeypatch, capsys, service, kubeconfig="/k", prometheus_token="prom-s3cret", prometheus_query="up")
+    assert code == 0 and "prom-s3cret" not in json.dumps(result) and seen[0].usage_source == "auto"
+
+
+def test_a_token_and_its_secret_together_are_refused(monkeypatch, capsys):
+    code, result = run(monkeypatch, capsys, lambda options, check_mode: {"changed": False}, kubeconfig="/k", prometheus_token="a-long-token",
+                       prometheus_auth_secret={"namespace": "ns", "name": "s"})
+    assert code == 1 and "mutually exclusive: prometheus_token|prometheus_auth_secret" in result["msg"]

@@ -319,3 +319,79 @@ def test_replace_answers_the_stored_object():
     connection, _clock = connect(api)
     stored = connection.replace(CONFIGMAP, {"metadata": {"name": "cm", "resourceVersion": "42"}}, "ns", request="update configmap ns/cm")
     assert stored["metadata"]["resourceVersion"] == "43" and api.writes == [("put", "/api/v1/namespaces/ns/configmaps/cm", None)]
+
+
+# ------------------------------------------------------------------------------------------ GETs outside the resource verbs
+def test_get_path_sends_its_query_parameters_and_decodes_the_answer():
+    api = FakeApi(script=[{"status": "success"}])
+    connection, _clock = connect(api)
+    answer = connection.get_path("/api/v1/namespaces/m/services/p:9090/proxy/api/v1/query", "query p", query_params=[("query", "up")])
+    assert answer == {"status": "success"}
+    assert api.calls == [("/api/v1/namespaces/m/services/p:9090/proxy/api/v1/query", {"query_params": [("query", "up")]})]
+
+
+class Answer:
+    def __init__(self, status, data, reason="", headers=None):
+        self.status, self.data, self.reason, self.headers = status, data, reason, headers or {}
+
+
+class Pool:
+    def __init__(self, *answers):
+        self.answers, self.requests = list(answers), []
+
+    def request(self, method, url, headers=None, redirect=True, retries=None, timeout=None, preload_content=True):
+        self.requests.append({"method": method, "url": url, "headers": headers, "redirect": redirect, "retries": retries, "timeout": timeout})
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def pool_client(pool, retries=5):
+    connection, clock = connect(FakeApi(), retries=retries)
+    connection._http_pool_factory = lambda url: pool   # pylint: disable=protected-access
+    return connection, clock
+
+
+def test_http_get_json_does_not_follow_redirects_and_keeps_headers_out_of_errors():
+    pool = Pool(Answer(200, b'{"ok": true}'))
+    connection, _clock = pool_client(pool)
+    assert connection.http_get_json("https://p.example/api/v1/query", "query p", [("query", "a b")], {"Authorization": "Bearer t0k"}) == {"ok": True}
+    sent = pool.requests[0]
+    assert sent["url"] == "https://p.example/api/v1/query?query=a+b" and sent["redirect"] is False and sent["retries"] is False
+    assert sent["headers"] == {"Authorization": "Bearer t0k"} and 0 < sent["timeout"] <= 120
+    pool = Pool(Answer(403, b'{"error": "denied"}', "Forbidden"))
+    connection, _clock = pool_client(pool)
+    with pytest.raises(ApiFailure) as caught:
+        connection.http_get_json("https://p.example/api/v1/query", "query p", headers={"Authorization": "Bearer t0k"})
+    assert caught.value.status == 403 and caught.value.path == "query p" and "t0k" not in caught.value.message
+    assert conn.failure_body(caught.value) == {"error": "denied"} and len(pool.requests) == 1
+
+
+def test_http_get_json_retries_5xx_with_retry_after_and_dropped_connections():
+    pool = Pool(Answer(503, b"busy", "Service Unavailable", {"Retry-After": "2"}), urllib3.exceptions.ProtocolError("reset"), Answer(200, b"[1]"))
+    connection, clock = pool_client(pool)
+    assert connection.http_get_json("http://p.example/x", "get x") == [1]
+    assert clock.sleeps == [2.0, 1.0] and [r["status"] for r in connection.retried] == [503, 0]
+
+
+def test_http_get_json_that_is_not_json_says_so():
+    connection, _clock = pool_client(Pool(Answer(200, b"<html>login</html>")))
+    with pytest.raises(ApiFailure) as caught:
+        connection.http_get_json("http://p.example/x", "get x")
+    assert caught.value.reason == "NotJSON" and "<html>login" in caught.value.message
+
+
+def test_failure_body_without_an_answer_is_none():
+    assert conn.failure_body(ApiFailure("get x", 0, "ConnectionError", "refused")) is None
+
+
+def test_tls_options_trust_the_system_and_the_cluster_ca_unless_verification_is_off(tmp_path, monkeypatch):
+    loaded = []
+    monkeypatch.setattr(conn.ssl.SSLContext, "load_verify_locations", lambda self, cafile=None, **kw: loaded.append(cafile))
+    configuration = type("Configuration", (), {"verify_ssl": True, "ssl_ca_cert": str(tmp_path / "ca.crt")})()
+    options = conn.tls_options(configuration)
+    assert options["ssl_context"].verify_mode == conn.ssl.CERT_REQUIRED and loaded == [str(tmp_path / "ca.crt")]
+    assert conn.tls_options(None)["ssl_context"].check_hostname is True
+    configuration.verify_ssl = False
+    assert conn.tls_options(configuration) == {"cert_reqs": "CERT_NONE", "assert_hostname": False}

@@ -232,6 +232,9 @@ def test_node_fit():
     assert evicted(planner.plan_policy(policy(evictor={"nodeFit": False}), nodes, pods)) == ["x"]
     tainted = copy.deepcopy(nodes)
     tainted[1]["spec"]["taints"] = [{"key": "maintenance", "effect": "NoSchedule"}]
+    # an untainted underutilized worker-c too small for y: upstream skips a Pod that tolerates the taints of no
+    # underutilized node before nodeFit is asked, so worker-c lets y through that check and worker-b's taint decides nodeFit
+    tainted.append(k8s.node("worker-c", cpu="10", memory="50", pods="100"))
     small = [pod("y", "worker-a", memory=70)] + pods[1:]
     result = planner.plan_policy(policy(evictor={"nodeFit": True}), tainted, small)
     assert result["profiles"][0]["candidates"][0]["reason"] == NOT_FIT

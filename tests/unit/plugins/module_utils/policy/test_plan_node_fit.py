@@ -12,6 +12,7 @@ from .test_plan import evicted, node, pod, policy
 NOT_FIT = "pod does not fit on any other node because of nodeSelector(s), Taint(s), or nodes marked as unschedulable"
 CP_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 INFRA_TAINT = {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
+KVM = "devices.kubevirt.io/kvm"
 
 
 def cluster(mover, **worker_b):
@@ -38,6 +39,16 @@ def fit(mover, evictor=None, **worker_b):
     nodes, pods = cluster(mover, **worker_b)
     result = planner.plan_policy(policy(evictor=dict({"nodeFit": True}, **(evictor or {}))), nodes, pods)
     return candidate(result, mover["metadata"]["name"]), evicted(result)
+
+
+def past_the_taint_check(mover):
+    """For a test of nodeFit on worker-b where worker-b is not an underutilized node the mover tolerates: upstream
+    skips a Pod that tolerates the taints of no underutilized node before nodeFit is asked (test_plan_taints.py), so
+    the mover tolerates worker-c's infra taint and requests a device worker-c lacks (give worker-b `allocatable={KVM:
+    "1k"}`): worker-c lets it through the taint check and fails nodeFit, so worker-b alone decides."""
+    mover["spec"].setdefault("tolerations", []).append(dict(INFRA_TAINT, operator="Equal"))
+    mover["spec"]["containers"][0]["resources"]["requests"][KVM] = "1"
+    return mover
 
 
 def candidate(result, name):
@@ -93,7 +104,9 @@ def test_node_selector_of_the_pod():
 # ------------------------------------------------------------------------------------------ taints
 @pytest.mark.parametrize("effect, fits", [("NoSchedule", False), ("NoExecute", False), ("PreferNoSchedule", True)])
 def test_taint_effects(effect, fits):
-    entry, moved = fit(pod("vm", "worker-a"), taints=[{"key": "maintenance", "value": "on", "effect": effect}])
+    # nodeFit counts NoSchedule and NoExecute only; the mover passes the loop's taint check (every effect) by worker-c
+    entry, moved = fit(past_the_taint_check(pod("vm", "worker-a")), taints=[{"key": "maintenance", "value": "on", "effect": effect}],
+                       allocatable={KVM: "1k"})
     assert moved == (["vm"] if fits else [])
     if not fits:
         assert entry["node_fit"]["worker-b"] == "pod does not tolerate taints on the node"
@@ -114,23 +127,27 @@ def test_toleration_matching(toleration, fits):
 
 # ------------------------------------------------------------------------------------------ readiness, cordon
 def test_cordoned_node_does_not_fit_even_when_its_taint_is_tolerated():
-    tolerant = pod("vm", "worker-a", tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
-    entry, moved = fit(tolerant, unschedulable=True)
+    # a cordoned worker-b is no underutilized node, so worker-c's taint decides the loop's taint check
+    tolerant = past_the_taint_check(pod("vm", "worker-a", tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]))
+    entry, moved = fit(tolerant, unschedulable=True, allocatable={KVM: "1k"})
     assert moved == [] and entry["node_fit"]["worker-b"] == "node is not schedulable"
 
 
 def test_only_ready_nodes_are_tried_and_a_node_without_ready_condition_is_ready():
-    entry, moved = fit(pod("vm", "worker-a"), conditions=[{"type": "Ready", "status": "Unknown"}])
+    # a worker-b that is not Ready is no underutilized node either, so worker-c's taint decides the loop's taint check
+    entry, moved = fit(past_the_taint_check(pod("vm", "worker-a")), conditions=[{"type": "Ready", "status": "Unknown"}], allocatable={KVM: "1k"})
     assert moved == [] and sorted(entry["node_fit"]) == ["cp", "worker-c"]
-    assert fit(pod("vm", "worker-a"), conditions=[])[1] == ["vm"]
+    assert fit(past_the_taint_check(pod("vm", "worker-a")), conditions=[], allocatable={KVM: "1k"})[1] == ["vm"]
 
 
 def test_the_evictors_node_selector_decides_the_nodes_tried_not_the_policys():
-    # the policy selects workers only; the evictor's nodeSelector (here none) lets nodeFit try the control plane
-    tolerant = pod("vm", "worker-a", tolerations=[{"operator": "Exists"}])
+    # the policy selects workers only; the evictor's nodeSelector (here none) lets nodeFit try the control plane.
+    # The VM tolerates the underutilized worker-b's taint (upstream skips a Pod that tolerates no underutilized node
+    # before nodeFit) but needs a device only the control plane has, so worker-b fails nodeFit and cp alone fits.
+    tolerant = pod("vm", "worker-a", tolerations=[{"key": "maintenance", "operator": "Exists"}, {"key": CP_TAINT["key"], "operator": "Exists"}])
+    tolerant["spec"]["containers"][0]["resources"]["requests"][KVM] = "1"
     nodes, pods = cluster(tolerant, taints=[{"key": "maintenance", "effect": "NoSchedule"}])
-    nodes[1]["spec"]["taints"][0]["key"] = "maintenance"
-    tolerant["spec"]["tolerations"] = [{"key": CP_TAINT["key"], "operator": "Exists"}]
+    nodes[3]["status"]["allocatable"][KVM] = "1k"
     assert evicted(planner.plan_policy(policy(evictor={"nodeFit": True}), nodes, pods)) == ["vm"]
     only_workers = policy(evictor={"nodeFit": True, "nodeSelector": "node-role.kubernetes.io/worker"})
     assert evicted(planner.plan_policy(only_workers, nodes, pods)) == []
@@ -203,8 +220,23 @@ def test_not_evaluated_lists_each_simplified_field():
     result = planner.plan_policy(policy(evictor=evictor, lnu={"useDeviationThresholds": True}), *cluster(pod("vm", "worker-a")))
     assert result["profiles"][0]["not_evaluated"] == [
         "DefaultEvictor.namespaceLabelSelector", "DefaultEvictor.minReplicas", "DefaultEvictor.minPodAge",
-        "DefaultEvictor.priorityThreshold.name", "DefaultEvictor.noEvictionPolicy", "DefaultEvictor.podProtections[PodsWithoutPDB]",
-        "DefaultEvictor.podProtections.config.PodsWithPVC.protectedStorageClasses", "LowNodeUtilization.useDeviationThresholds"]
+        "DefaultEvictor.priorityThreshold.name", "DefaultEvictor.podProtections[PodsWithoutPDB]",
+        "DefaultEvictor.podProtections.config.PodsWithPVC.protectedStorageClasses"]   # deviation and noEvictionPolicy are evaluated (issue 17)
     plain = planner.plan_policy(policy(evictor={"nodeFit": True, "minReplicas": 1, "noEvictionPolicy": "Preferred"}),
                                 *cluster(pod("vm", "worker-a")))
     assert plain["profiles"][0]["not_evaluated"] == []
+
+
+@pytest.mark.parametrize("no_eviction_policy, extra, moved", [
+    ("Mandatory", {}, []),                                                          # a cooldown mark holds the VM
+    ("Preferred", {}, ["vm"]),                                                      # upstream: the DefaultEvictor ignores it
+    ("Mandatory", {"descheduler.alpha.kubernetes.io/evict": ""}, ["vm"]),           # the evict annotation is checked first
+])
+def test_prefer_no_eviction_holds_a_vm_only_with_the_mandatory_policy(no_eviction_policy, extra, moved):
+    marked = pod("vm", "worker-a")
+    marked["metadata"]["annotations"] = dict(marked["metadata"].get("annotations") or {},
+                                             **{"descheduler.alpha.kubernetes.io/prefer-no-eviction": ""}, **extra)
+    result = planner.plan_policy(policy(evictor={"noEvictionPolicy": no_eviction_policy}), *cluster(marked))
+    assert evicted(result) == moved
+    if not moved:
+        assert candidate(result, "vm")["reason"] == "pod has the prefer-no-eviction annotation (noEvictionPolicy: Mandatory)"
