@@ -14,14 +14,27 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import KindNotServed
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import meta
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, is_dns_subdomain
 
 # the kinds of an installation, by kind: their API group
 KINDS = {"CronJob": "batch", "Deployment": "apps", "Job": "batch", "Pod": ""}
 LOG_TAIL_LINES = 5000
+
+
+NAMESPACE_FIX = "Give the namespace of the Descheduler (the ACP package uses 'descheduler')."
+NAME_FIX = "Give the name of the Descheduler CronJob or Deployment."
+
+
+def check_location(namespace: str, name: str, namespace_fix: str = NAMESPACE_FIX, name_fix: str = NAME_FIX) -> None:
+    """The options descheduler_namespace and descheduler_name, checked before any request (InvalidOption names the option)."""
+    if not is_dns_label(namespace):
+        raise InvalidOption("{0!r} is not a valid namespace name".format(namespace), namespace_fix, path="descheduler_namespace")
+    if not is_dns_subdomain(name):
+        raise InvalidOption("{0!r} is not a valid object name".format(name), name_fix, path="descheduler_name")
 
 
 class DeschedulerInstallation:

@@ -29,7 +29,8 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, is_dns_subdomain
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import check_location
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label
 
 ARG_SPEC = {
     "state": {"type": "str", "choices": ["present", "reset"], "default": "present"},
@@ -78,12 +79,7 @@ class Settings:
 
 def settings(options: DeschedulerStormBreakerOptions) -> Settings:
     """The options checked before any request; InvalidOption names the option."""
-    if not is_dns_label(options.descheduler_namespace):
-        raise InvalidOption("{0!r} is not a valid namespace name".format(options.descheduler_namespace),
-                            "Give the namespace of the Descheduler (the ACP package uses 'descheduler').", path="descheduler_namespace")
-    if not is_dns_subdomain(options.descheduler_name):
-        raise InvalidOption("{0!r} is not a valid object name".format(options.descheduler_name),
-                            "Give the name of the Descheduler CronJob or Deployment.", path="descheduler_name")
+    check_location(options.descheduler_namespace, options.descheduler_name)
     namespaces = sorted({n.strip() for n in options.namespaces or [] if n and n.strip()})
     for namespace in namespaces:
         if not is_dns_label(namespace):

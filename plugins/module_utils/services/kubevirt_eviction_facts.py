@@ -20,6 +20,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.met
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import check_location
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, is_dns_subdomain, parse_label_selector
 
 ARG_SPEC = {
@@ -77,14 +78,9 @@ def validate_options(options: KubevirtEvictionFactsOptions) -> Scope:
         if not is_dns_subdomain(name):
             raise InvalidOption("{0!r} is not a valid VMI name".format(name), "Give VirtualMachineInstance names as kubectl get vmi shows them.",
                                 path="names[{0}]".format(index))
-    descheduler_namespace = options.descheduler_namespace
-    if not is_dns_label(descheduler_namespace):
-        raise InvalidOption("{0!r} is not a valid namespace name".format(descheduler_namespace),
-                            "Give the namespace of the Descheduler plugin (the ACP package uses 'descheduler').", path="descheduler_namespace")
-    descheduler_name = options.descheduler_name
-    if not is_dns_subdomain(descheduler_name):
-        raise InvalidOption("{0!r} is not a valid object name".format(descheduler_name),
-                            "Give the name of the Descheduler CronJob or Deployment and its ConfigMap.", path="descheduler_name")
+    check_location(options.descheduler_namespace, options.descheduler_name,
+                   namespace_fix="Give the namespace of the Descheduler plugin (the ACP package uses 'descheduler').",
+                   name_fix="Give the name of the Descheduler CronJob or Deployment and its ConfigMap.")
     if not options.include:
         raise InvalidOption("an empty list reads no section", "Leave include out to read every section, or name the sections "
                             "to read: {0}.".format(", ".join(SECTIONS)), path="include")
@@ -94,7 +90,7 @@ def validate_options(options: KubevirtEvictionFactsOptions) -> Scope:
     usage = usage_options(options)
     return Scope(include=tuple(s for s in SECTIONS if s in options.include), namespaces=tuple(sorted(set(namespaces))),
                  label_selector=(options.label_selector or "").strip() or None, requirements=tuple(requirements), names=tuple(names),
-                 descheduler_namespace=descheduler_namespace, descheduler_name=descheduler_name, **usage)
+                 descheduler_namespace=options.descheduler_namespace, descheduler_name=options.descheduler_name, **usage)
 
 
 def usage_options(options: KubevirtEvictionFactsOptions) -> Dict[str, Any]:

@@ -24,10 +24,10 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import check_location
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import (
     Requirement,
     is_dns_label,
-    is_dns_subdomain,
     matches_selector_string,
     parse_label_selector,
 )
@@ -99,12 +99,7 @@ def settings(options: VmMigrationCooldownOptions) -> Settings:
         requirements = parse_label_selector(selector)
     except ValueError as error:
         raise InvalidOption(str(error), "Write a Kubernetes label selector of the VMs, such as 'app=desched-test'.", path="label_selector") from error
-    if not is_dns_label(options.descheduler_namespace):
-        raise InvalidOption("{0!r} is not a valid namespace name".format(options.descheduler_namespace),
-                            "Give the namespace of the Descheduler (the ACP package uses 'descheduler').", path="descheduler_namespace")
-    if not is_dns_subdomain(options.descheduler_name):
-        raise InvalidOption("{0!r} is not a valid object name".format(options.descheduler_name),
-                            "Give the name of the Descheduler CronJob or Deployment.", path="descheduler_name")
+    check_location(options.descheduler_namespace, options.descheduler_name)
     base = duration(options.cooldown, "cooldown", "15m")
     cap = duration(options.max_cooldown, "max_cooldown", "6h")
     if cap < base:
