@@ -41,7 +41,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.mode
     enabled_plugins,
     plugin_config,
 )
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.placement import TIE_RULE, Placement
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.placement import TIE_RULE, Placement, migration_target
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.plan import OVER, PLAN_ERRORS, UNDER, active_pods, pod_key, plan_policy
 
 SWAPS = {(OVER, UNDER), (UNDER, OVER)}
@@ -97,7 +97,8 @@ class Cluster:
         key = "{0}/{1}".format(eviction["namespace"], eviction["pod"])
         pod = self.pods[self.where[key]]
         source = eviction["node"]
-        choice = self.placement.choose(pod, source)
+        target = migration_target(pod, source)
+        choice = self.placement.choose(target, source)
         record = {"vm": eviction["vm"], "namespace": eviction["namespace"], "pod": eviction["pod"], "source": source,
                   "destination": choice["destination"], "score": choice["score"], "tied": choice["tied"]}
         if choice["destination"] is None:
@@ -107,7 +108,7 @@ class Cluster:
             return record
         destination = choice["destination"]
         record["share_percent"] = self.share_percent(self.move_usage(pod, source, destination), destination)
-        moved = dict(pod, spec=dict(pod.get("spec") or {}, nodeName=destination))
+        moved = dict(target, spec=dict(target["spec"], nodeName=destination))   # keeps KubeVirt's exclusion of `source`
         self.placement.move(pod, moved, source, destination)
         self.pods[self.where[key]] = moved
         path = paths.setdefault((eviction["namespace"], eviction["vm"] or eviction["pod"]), [source])

@@ -14,6 +14,10 @@ resource_allocation.go).
   200Mi (the scheduler's non-zero requests), the Pod's own included; plus NodeResourcesBalancedAllocation, 100 *
   (1 - the spread of the cpu and memory fractions, |a - b| / 2), on the real requests with the Pod's, each fraction
   capped at 1, 0 for a Pod that requests neither.
+- The Pod placed is the migration's target Pod as KubeVirt renders it (virt-controller `createTargetPod`): from the VMI,
+  not from the current launcher, so the `kubernetes.io/hostname NotIn [<node it came from>]` term KubeVirt added to a
+  former target Pod (label `kubevirt.io/migrationJobUID`) is dropped, and a term excluding the current node is added to
+  every required node selector term (`migration_target`).
 - The other default scores (TaintToleration's PreferNoSchedule, preferred node affinity, topology spread,
   inter-Pod affinity, image locality) are left out: they weigh in only where a cluster sets them. Ties go to the
   first node by name (the scheduler picks among equal scores at random), and each choice lists the nodes it tied
@@ -22,6 +26,7 @@ resource_allocation.go).
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Dict, List, Optional
 
@@ -35,6 +40,35 @@ DEFAULT_MEMORY = 200 * 1024 * 1024        # schedutil.DefaultMemoryRequest
 MAX_NODE_SCORE = 100
 TIE_RULE = ("kube-scheduler default score (NodeResourcesFit LeastAllocated + NodeResourcesBalancedAllocation on cpu and memory requests); "
             "ties to the first node by name")
+
+
+MIGRATION_JOB_LABEL = "kubevirt.io/migrationJobUID"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _required_terms(pod: dict) -> Optional[dict]:
+    affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
+    return affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+
+
+def migration_target(pod: dict, source: str) -> dict:
+    """The target Pod KubeVirt creates to migrate the VM of launcher `pod` away from `source` (a new copy)."""
+    target = copy.deepcopy(pod)
+    spec = target.setdefault("spec", {})
+    spec.pop("nodeName", None)
+    required = _required_terms(target)
+    if MIGRATION_JOB_LABEL in ((target.get("metadata") or {}).get("labels") or {}) and required:
+        for term in required.get("nodeSelectorTerms") or []:   # the previous migration's exclusion, not the VMI's own
+            term["matchExpressions"] = [e for e in term.get("matchExpressions") or []
+                                        if not (e.get("key") == HOSTNAME_LABEL and e.get("operator") == "NotIn")]
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    terms = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {}).setdefault("nodeSelectorTerms", [])
+    if not terms:
+        terms.append({})
+    for term in terms:
+        term.setdefault("matchExpressions", []).append({"key": HOSTNAME_LABEL, "operator": "NotIn", "values": [source]})
+    target.setdefault("metadata", {}).setdefault("labels", {})[MIGRATION_JOB_LABEL] = "forecast"
+    return target
 
 
 def non_zero_requests(pod: dict) -> Dict[str, int]:

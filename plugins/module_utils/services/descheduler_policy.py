@@ -515,6 +515,15 @@ def _plan_and_forecast(options: DeschedulerPolicyOptions, cluster: Cluster, poli
                                                  max_cycles=options.forecast_cycles)
 
 
+def _warn_of_live_refusal(result: dict) -> None:
+    refusal = (result.get("forecast") or {}).get("refusal")
+    if refusal:
+        result["findings"] = list(result.get("findings") or []) + [
+            {"code": "forecast_refuses_live_policy", "severity": "warning", "path": "forecast",
+             "message": "forecast: {0}; this is the policy in place: change it, or keep VMs that just moved out of the next runs "
+                        "(vm_migration_cooldown)".format(refusal)}]
+
+
 def _refuse_by_forecast(options: DeschedulerPolicyOptions, result: dict) -> None:
     """A forecast that refuses the policy stops the change before anything is written (check mode the same way),
     with the plan and the forecast in the result; with `force` it is a finding."""
@@ -540,6 +549,7 @@ def _present(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Clust
     result.update(policy=policy, policy_yaml=text, findings=findings, kubevirt_migration_limits=limits)
     _plan_and_forecast(options, cluster, policy, nodes, result, planning)
     if same_policy(current, policy):
+        _warn_of_live_refusal(result)   # nothing is written, so nothing to refuse; but the policy in place churns
         return result
     _refuse_by_forecast(options, result)
     result["changed"] = True

@@ -216,3 +216,21 @@ def test_the_scheduler_sees_each_move_of_the_run(taken_by_move):
     if taken_by_move:
         where.move(pods[0], dict(pods[0], spec=dict(pods[0]["spec"], nodeName="worker-b")), "worker-a", "worker-b")
     assert where.choose(pods[1], "worker-a")["destination"] == ("worker-c" if taken_by_move else "worker-b")
+
+
+def test_a_vm_that_migrated_before_is_placed_as_kubevirts_next_target_pod():
+    # the launcher is a former target Pod: KubeVirt's `hostname NotIn [worker-b]` (the node it came from) is on it, but the
+    # next target Pod is rendered from the VMI, so the forecast may send the VM back to worker-b (and the moved Pod
+    # excludes worker-a, where it comes from)
+    former_target = vm("vm-1", "worker-a", 25, labels={"app": "vm", "kubevirt.io/migrationJobUID": "u1"})
+    former_target["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["worker-b"]}]}]}}}
+    pods = [former_target, filler("a-base", "worker-a", 40), filler("b-base", "worker-b", 25)]
+    result = forecast.forecast_policy(policy(thresholds={"memory": 40}, targets={"memory": 45}), workers("worker-a", "worker-b"), pods, max_cycles=2)
+    assert moves(result)[:2] == [(1, "vm-1", "worker-a", "worker-b"), (2, "vm-1", "worker-b", "worker-a")]
+    assert result["unplaced"] == []
+    target = placement.migration_target(former_target, "worker-a")
+    terms = target["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["worker-a"]}]}]
+    assert former_target["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
+        "matchExpressions"][0]["values"] == ["worker-b"]   # the input is not changed

@@ -108,6 +108,8 @@ def test_a_policy_already_in_place_is_no_change_whatever_the_forecast(tmp_path):
     client = FakeClient(k8s.configmap(policy=k8s.VM_POLICY))
     result = stubs.run(policy_options(tmp_path), False, client)
     assert not result["changed"] and client.writes == [] and result["forecast"]["refusal"] == REFUSAL
+    live, = [f for f in result["findings"] if f["code"] == "forecast_refuses_live_policy"]
+    assert live["severity"] == "warning" and REFUSAL in live["message"] and "this is the policy in place" in live["message"]
 
 
 def test_forecast_cycles_below_one_is_refused_before_any_request():
