@@ -35,7 +35,8 @@ SIMULATOR_STARTERS = (running_kubesim, start_kubesim)
 def kubesim_factory(tmp_path_factory):
     """Start simulators for named scenarios (options as running_kubesim's); all are stopped at the end of the module."""
     with ExitStack() as started:
-        yield lambda scenario, **options: started.enter_context(running_kubesim(scenario, tmp_path_factory.mktemp(scenario), **options))
+        # a scenario is a name or a file's path (tests/support/simulator.py with_descheduler_suspended)
+        yield lambda scenario, **options: started.enter_context(running_kubesim(scenario, tmp_path_factory.mktemp(Path(scenario).stem), **options))
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm_migration_cooldown import run as cooldown_service
 
 from support.churn import MigrationWatch, gaps, parse_time
+from support.simulator import with_descheduler_suspended
 from support.waiting import wait_for
 
 from .module_call import call_module, run_service
@@ -41,9 +42,9 @@ ALTERNATING = [("worker-a", "worker-b"), ("worker-b", "worker-a")]
 
 
 @pytest.fixture(scope="module")
-def flapping(kubesim_factory):
-    """The CronJob suspended (the tests start every run themselves), vm-flap running on worker-a."""
-    sim = kubesim_factory("flapping-close-thresholds", suspend=True)
+def flapping(kubesim_factory, tmp_path_factory):
+    """The CronJob suspended from the start (the tests start every run themselves), vm-flap running on worker-a."""
+    sim = kubesim_factory(with_descheduler_suspended(tmp_path_factory.mktemp("flapping"), "flapping-close-thresholds"))
     wait_for(lambda: (sim.kubectl_json("get", "vmi", VM, "-n", NAMESPACE).get("status") or {}).get("phase") == "Running", timeout=30,
              what="vm-flap to run")
     sim.settle()

@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 
 import yaml
 
-from .simulator import ROOT, KubeSim, running_kubesim
+from .simulator import ROOT, KubeSim, running_kubesim, suspended_cronjob
 
 RBAC_DIR = ROOT / "docs" / "rbac"
 RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
@@ -102,15 +102,6 @@ def assert_denied(result: dict, verb: str, resource: str) -> None:
 def role_denied(run, verb: str, resource: str) -> None:
     """A role stopped by the API's 403 (kubernetes.core tasks print it JSON-escaped)."""
     assert run.failed and 'cannot {0} resource "{1}"'.format(verb, resource) in run.stdout.replace("\\", ""), run.stdout[-3000:]
-
-
-def suspended_cronjob(scenario: str, cluster: str = "workload") -> dict:
-    """The scenario's Descheduler CronJob with `suspend: true`, for `objects`: set in the scenario itself, so no run
-    starts between two snapshots (a kubectl patch would be recorded by ACP as a ResourcePatch)."""
-    document = yaml.safe_load((ROOT / "tests" / "kubesim" / "scenarios" / "{0}.yaml".format(scenario)).read_text())
-    cronjob = next(copy.deepcopy(o) for o in document["clusters"][cluster]["objects"] if o["kind"] == "CronJob")
-    cronjob["spec"]["suspend"] = True
-    return cronjob
 
 
 @contextmanager

@@ -3,6 +3,7 @@ kubeconfig, CA, admin endpoint, raw HTTPS requests and a kubectl runner, and the
 tests share."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Iterator
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "tests" / "kubesim" / "kubesim"
@@ -137,6 +140,28 @@ def stop_kubesim(sim: KubeSim) -> None:
 def suspend_descheduler(sim: KubeSim) -> None:
     """Suspend the scenario's descheduler CronJob (it runs every 6 s), so that only the test moves Pods."""
     sim.kubectl("-n", "descheduler", "patch", "cronjob", "descheduler", "--type=merge", "-p", '{"spec":{"suspend":true}}')
+
+
+def suspended_cronjob(scenario: str, cluster: str = "workload") -> dict:
+    """The scenario's Descheduler CronJob with `suspend: true`, for `objects`: set in the scenario itself, so no run
+    starts between two snapshots (a kubectl patch would be recorded by ACP as a ResourcePatch)."""
+    document = yaml.safe_load((ROOT / "tests" / "kubesim" / "scenarios" / "{0}.yaml".format(scenario)).read_text())
+    objects = ((document.get("clusters") or {}).get(cluster) or {}).get("objects") or []
+    found = [o for o in objects if o.get("kind") == "CronJob"]
+    if not found:   # the scenario it extends has it
+        return suspended_cronjob(document["extends"], cluster)
+    cronjob = copy.deepcopy(found[-1])
+    cronjob["spec"]["suspend"] = True
+    return cronjob
+
+
+def with_descheduler_suspended(workdir: Path, scenario: str) -> str:
+    """A scenario file extending `scenario` whose Descheduler CronJob starts suspended, so that no scheduled run happens
+    before the test is ready (`suspend=True` patches it after the start, when a first run may have begun)."""
+    path = Path(workdir) / "{0}-suspended.yaml".format(scenario)
+    path.write_text(yaml.safe_dump({"extends": scenario, "name": "{0}-suspended".format(scenario),
+                                    "clusters": {"workload": {"objects": [suspended_cronjob(scenario)]}}}))
+    return str(path)
 
 
 @contextmanager
