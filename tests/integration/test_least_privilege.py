@@ -15,8 +15,8 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.cool
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.storm_breaker import BREAKER_RECORD
 
 from support.policy import PAGE_OPTIONS, PAGE_POLICY
-from support.rbac import RBAC_DIR, api, as_user, assert_denied, grant, manifests, rbac_kubesim, snapshot, suspended_cronjob, without
-from support.simulator import evict
+from support.rbac import RBAC_DIR, api, as_user, assert_denied, grant, manifests, rbac_kubesim, snapshot, without
+from support.simulator import evict, suspended_cronjob
 
 from .ansible_run import run_ansible_module, run_role
 from .module_call import call_module

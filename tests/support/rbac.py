@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 
 import yaml
 
-from .simulator import ROOT, KubeSim, running_kubesim, suspended_cronjob
+from .simulator import ROOT, KubeSim, running_kubesim
 
 RBAC_DIR = ROOT / "docs" / "rbac"
 RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
