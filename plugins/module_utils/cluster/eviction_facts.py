@@ -34,6 +34,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.findin
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import CONTROL_PLANE_LABELS
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import RESOURCES, amount, percent, pod_requests
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import Requirement, matches_selector_string
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import metrics_source
 
 SECTIONS = ("cluster", "nodes", "descheduler", "vmis")
 USAGE_SOURCES = ("auto", "requests", actual.KUBERNETES_METRICS, actual.PROMETHEUS)
@@ -246,7 +247,7 @@ def _installed_prometheus(policy: Optional[dict]) -> Tuple[Optional[dict], Optio
         if not isinstance(profile, dict):
             continue
         metrics, _path = actual.metrics_utilization(policy or {}, profile)
-        if isinstance(metrics, dict) and metrics.get("source") == actual.PROMETHEUS and not metrics.get("metricsServer"):
+        if metrics_source(metrics) == actual.PROMETHEUS:   # upstream: metricsServer: true reads the metrics server first
             return profile, metrics
     return None, None
 

@@ -57,14 +57,16 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client, failure_body
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import meta
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import amount
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import (
+    KUBERNETES_METRICS,
+    LOW_NODE_UTILIZATION,
+    METRIC_RESOURCE,
+    PROMETHEUS,
+    PROMETHEUS_TOKEN_KEY,
+)
 
-KUBERNETES_METRICS = "KubernetesMetrics"
-PROMETHEUS = "Prometheus"
-METRIC_RESOURCE = "MetricResource"
 METRICS_GROUP = "metrics.k8s.io"
-TOKEN_KEY = "prometheusAuthToken"
 QUERY_PATH = "/api/v1/query"
-LOW_NODE_UTILIZATION = "LowNodeUtilization"
 ACTUAL_RESOURCES = ("cpu", "memory")
 
 FIX_METRICS_SERVER = ("Install metrics-server (kubectl top nodes must answer), or balance by requests: leave metricsUtilization out of "
@@ -285,7 +287,7 @@ def _capture_error(failure: ApiFailure, route: dict, path: Optional[str]) -> Reb
     elif failure.status in (401, 403):
         fix = ("Prometheus refused the request's token, or wants one: give a token that may query it (prometheus_token, the "
                "prometheus_auth_secret Secret, or the Secret of the policy's metricsProviders[].prometheus.authToken.secretReference, "
-               "key {0}).".format(TOKEN_KEY))
+               "key {0}).".format(PROMETHEUS_TOKEN_KEY))
     elif failure.status in (400, 422):
         fix = FIX_QUERY_SHAPE
     else:
@@ -332,20 +334,20 @@ def prometheus_token_from_secret(client: Client, namespace: Optional[str], name:
     """The token in a Secret's `prometheusAuthToken` key, with upstream's messages when it cannot be had."""
     if not namespace or not name:
         raise RebalanceError("prometheus metrics source configuration is missing authentication token secret",
-                             "Set both namespace and name of the Secret that holds the token (key {0}).".format(TOKEN_KEY), path=path)
+                             "Set both namespace and name of the Secret that holds the token (key {0}).".format(PROMETHEUS_TOKEN_KEY), path=path)
     secret = client.get(client.require_kind("Secret", ""), name, namespace)
     if secret is None:
         raise RebalanceError("unable to get {0}/{1} secret".format(namespace, name),
-                             "Create it: kubectl -n {0} create secret generic {1} --from-literal={2}=<token>.".format(namespace, name, TOKEN_KEY),
+                             "Create it: kubectl -n {0} create secret generic {1} --from-literal={2}=<token>.".format(namespace, name, PROMETHEUS_TOKEN_KEY),
                              path=path)
-    encoded = (secret.get("data") or {}).get(TOKEN_KEY)
+    encoded = (secret.get("data") or {}).get(PROMETHEUS_TOKEN_KEY)
     try:
         token = base64.b64decode(encoded).decode("utf-8").strip() if encoded else ""
     except (ValueError, UnicodeDecodeError):
         token = ""
     if not token:
-        raise RebalanceError('prometheus authentication token secret missing "{0}" data or empty'.format(TOKEN_KEY),
-                             "Put the token under the key {0} of Secret {1}/{2}.".format(TOKEN_KEY, namespace, name), path=path)
+        raise RebalanceError('prometheus authentication token secret missing "{0}" data or empty'.format(PROMETHEUS_TOKEN_KEY),
+                             "Put the token under the key {0} of Secret {1}/{2}.".format(PROMETHEUS_TOKEN_KEY, namespace, name), path=path)
     return token
 
 

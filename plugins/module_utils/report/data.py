@@ -21,7 +21,6 @@ RESOURCES = ("cpu", "memory", "pods")
 THRESHOLD_KINDS = ("thresholds", "targetThresholds")
 FINAL_PHASES = ("Succeeded", "Failed")
 REQUESTS = "requests"
-METRIC_RESOURCE = "MetricResource"
 SOURCE_TEXT = {REQUESTS: "requests (the sum of the Pods' resource requests)",
                "KubernetesMetrics": "actual usage from the metrics server (KubernetesMetrics: NodeMetrics and PodMetrics)",
                "Prometheus": "actual usage from Prometheus (MetricResource: the query's value per node, in percent)"}

@@ -14,8 +14,8 @@ import json
 from typing import Any, List, Optional
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.migration import CHECKS, TRIGGER_CHECK
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import METRIC_RESOURCE
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.data import (
-    METRIC_RESOURCE,
     REQUESTS,
     RESOURCES,
     SOURCE_TEXT,

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import List, Optional, Sequence, Tuple
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.data import METRIC_RESOURCE, THRESHOLD_KINDS
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import METRIC_RESOURCE
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.data import THRESHOLD_KINDS
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report.markup import Markup, join, number, tag
 
 SVG_NS = "http://www.w3.org/2000/svg"

@@ -38,7 +38,7 @@ def vector(*samples, result_type="vector"):
                                           "result": [{"metric": labels, "value": [1700000000.5, value]} for labels, value in samples]}}
 
 
-def secret(token=TOKEN, key=metrics.TOKEN_KEY):
+def secret(token=TOKEN, key=metrics.PROMETHEUS_TOKEN_KEY):
     return {"metadata": {"name": "prom-token", "namespace": "descheduler"},
             "data": {key: base64.b64encode(token.encode()).decode()} if token is not None else {}}
 
