@@ -62,6 +62,7 @@ bench: collections  ## benchmarks (not tests): facts and plan at scale vs the ba
 	$(VENV)/bin/python tests/bench/bench_list.py
 	$(VENV)/bin/python tests/bench/bench_verify.py
 	$(VENV)/bin/python tests/bench/bench_drain.py
+	$(VENV)/bin/python tests/bench/bench_cluster_maintenance.py
 
 molecule: collections  ## molecule test --all for the scenarios under extensions/molecule
 	@scripts/run-tests.sh molecule

@@ -34,12 +34,32 @@ description:
     node still cordoned; running it again continues (a VM already marked for evacuation is waited for, not evicted again).
   - C(state=uncordon) makes the node schedulable again; C(state=safe_to_shutdown) checks, read-only, that no VMI runs on the node and lists
     the other Pods.
+  - With I(nodes), several nodes are drained at once in one call (a batch of a rolling maintenance). The eviction facts are read once and
+    every node's preflight comes first; when any node's preflight refuses, nothing changes and the module fails with each node's
+    problems. The capacity check places the VMs of the whole batch together on the nodes outside it. Then every node is cordoned and one
+    drain runs over all of them. Each node keeps at most its share of live migrations in flight (I(max_parallel_per_node), else as for
+    one node), the whole drain at most C(parallelMigrationsPerCluster), the nodes taking turns. Progress lines start with the node. The
+    result holds each node's result as a one-node call returns it (RV(nodes_results)) and the totals.
 options:
   node:
     description:
       - The node to drain, uncordon or check.
+      - Exactly one of I(node) and I(nodes) is required (they are mutually exclusive).
     type: str
-    required: true
+  nodes:
+    description:
+      - The nodes to drain at once, with I(state=drained) only; for the other states loop over I(node).
+      - Exactly one of I(node) and I(nodes) is required (they are mutually exclusive).
+      - The result then has RV(nodes_results) and the batch's totals instead of one node's keys at the top.
+    type: list
+    elements: str
+  max_parallel_per_node:
+    description:
+      - Per node (the key) the live migrations kept in flight at once (a whole number of 1 or more), for example a rolling
+        maintenance's share of C(parallelMigrationsPerCluster) over its batch (5 shared as 2, 2 and 1 over three nodes).
+      - Never more than KubeVirt's C(parallelOutboundMigrationsPerNode) and C(parallelMigrationsPerCluster). A node not listed uses
+        I(max_parallel), or KubeVirt's limits when that is unset. Keys must be nodes of this drain.
+    type: dict
   state:
     description:
       - C(drained) cordons and evacuates; C(uncordon) re-enables scheduling; C(safe_to_shutdown) only reads.
@@ -95,10 +115,12 @@ options:
     description:
       - At most this many live migrations requested at once; unset uses KubeVirt's limits (the lower of
         C(parallelOutboundMigrationsPerNode) and C(parallelMigrationsPerCluster)).
+      - With I(nodes), per node (for the nodes I(max_parallel_per_node) does not list); the whole drain stays within
+        C(parallelMigrationsPerCluster).
     type: int
   timeout:
     description:
-      - Seconds the whole drain may take, preflight included.
+      - Seconds the whole drain may take, preflight included (with I(nodes), of all the nodes together).
     type: int
     default: 600
 extends_documentation_fragment:
@@ -141,6 +163,23 @@ EXAMPLES = r"""
     pods: all
     allow_shutdown: true
 
+- name: Drain a batch of three nodes at once, sharing parallelMigrationsPerCluster (5) as 2, 2 and 1
+  kubevirt_ops.rebalance.kubevirt_node_drain:
+    nodes: [worker-1, worker-2, worker-3]
+    max_parallel_per_node:
+      worker-1: 2
+      worker-2: 2
+      worker-3: 1
+    timeout: 1800
+  register: batch
+
+- name: Show what moved from each node
+  ansible.builtin.debug:
+    msg: "{{ item.key }}: {{ item.value.moved | length }} moved, drained {{ item.value.drained }}"
+  loop: "{{ batch.nodes_results | dict2items }}"
+  loop_control:
+    label: "{{ item.key }}"
+
 - name: Is the node safe to power off?
   kubevirt_ops.rebalance.kubevirt_node_drain:
     node: worker-1
@@ -164,37 +203,55 @@ progress:
   sample: {"done": true, "elapsed_seconds": 31.4, "lines": ["worker-1: vms/vm-a migrated worker-1 -> worker-3 in 9 s (1 of 6 done)"]}
 node:
   description: The node.
-  returned: always
+  returned: with I(node)
   type: str
+nodes:
+  description: The nodes drained at once, as given.
+  returned: with I(nodes)
+  type: list
+  elements: str
+nodes_results:
+  description:
+    - With I(nodes), per node (the key) its result as a call with I(node) returns it (RV(preflight), RV(vms), RV(moved), RV(migrated),
+      RV(left), RV(drained), RV(safe_to_shutdown), RV(peak_in_flight), RV(evictions), RV(concurrency), RV(cordoned), RV(was_cordoned) and,
+      when it did not finish, C(failed), C(msg) and C(resume)). C(waited_seconds) is the time until that node's last VM had its result,
+      C(timed_out) whether some of its VMs had none at the timeout.
+  returned: with I(nodes)
+  type: dict
+  sample: {"worker-1": {"node": "worker-1", "drained": true, "moved": ["vms/vm-a"], "migrated": ["vms/vm-a"], "peak_in_flight": 2}}
 state:
   description: The state that ran.
   returned: always
   type: str
 was_cordoned:
-  description: The node was unschedulable before this run.
-  returned: state=drained or state=uncordon
+  description: The node was unschedulable before this run (with I(nodes), in each node's RV(nodes_results)).
+  returned: state=drained or state=uncordon, with I(node)
   type: bool
 cordoned:
-  description: The node is unschedulable after this run (in check mode, as it was).
+  description: The node is unschedulable after this run (in check mode, as it was); with I(nodes), every node is.
   returned: always
   type: bool
 drained:
-  description: Every VM and Pod to evict has its result and no VMI is left on the node except VMs reported C(blocked).
+  description:
+    - Every VM and Pod to evict has its result and no VMI is left on the node except VMs reported C(blocked).
+    - With I(nodes), every node is drained.
   returned: state=drained
   type: bool
 preflight:
   description:
+    - With I(node); with I(nodes) in each node's RV(nodes_results).
     - What the drain decided before any change. C(vms) (per VMI on the node C(action) of C(live_migrate), C(restart), C(replace),
       C(lost), C(blocked), C(external), C(not_running) with C(reason), C(blocked_message), C(eviction_response), owner, launcher and
       requests), C(counts) by action, C(pods) (C(evict), C(other), C(ignored), C(skipped), C(refused) as kubectl drain's filters),
-      C(capacity) (C(fits), C(nodes), C(placements), C(unplaced)), C(pdbs) over the node's launchers with C(blocks_evictions) and their
+      C(capacity) (C(fits), C(nodes), C(placements), C(unplaced); with I(nodes) also C(batch), the nodes whose VMs were placed
+      together), C(pdbs) over the node's launchers with C(blocks_evictions) and their
       findings, C(findings) about the node's VMIs, C(limits), C(concurrency) and C(problems) (each with C(code), C(message) and the
       C(option) that allows it).
   returned: state=drained
   type: dict
 vms:
-  description: One entry per VMI that was on the node.
-  returned: state=drained
+  description: One entry per VMI that was on the node (with I(nodes), in each node's RV(nodes_results)).
+  returned: state=drained with I(node)
   type: list
   elements: dict
   contains:
@@ -234,54 +291,60 @@ vms:
       type: dict
 pods:
   description: The other Pods evicted (pods=all), each with C(result) C(evicted) or C(timeout) and C(reason).
-  returned: state=drained
+  returned: state=drained with I(node), after a drain
   type: list
   elements: dict
 summary:
   description: VM results counted by result.
-  returned: state=drained
+  returned: state=drained with I(node)
   type: dict
 moved:
-  description: C(namespace/name) of the VMs that run elsewhere now.
+  description: C(namespace/name) of the VMs that run elsewhere now; with I(nodes), of every node.
   returned: state=drained
   type: list
   elements: str
 migrated:
-  description: C(namespace/name) of the VMs that live-migrated (for M(kubevirt_ops.rebalance.vm_migration_verify) I(names)).
+  description:
+    - C(namespace/name) of the VMs that live-migrated (for M(kubevirt_ops.rebalance.vm_migration_verify) I(names)); with I(nodes), of
+      every node.
   returned: when the drain ran
   type: list
   elements: str
 left:
-  description: C(namespace/name) of the VMIs still running on the node.
+  description: C(namespace/name) of the VMIs still running on the node; with I(nodes), on any of them.
   returned: state=drained
   type: list
   elements: str
 safe_to_shutdown:
   description: C(safe) (no VMI runs on the node), C(vmis) left, C(other_pods) (neither DaemonSet nor launcher), C(daemonset_pods), C(note).
-  returned: state=safe_to_shutdown, or after a drain
+  returned: state=safe_to_shutdown, or after a drain with I(node)
   type: dict
 resume:
   description: How to continue after a failed or timed-out drain.
   returned: when the drain did not finish
   type: str
 concurrency:
-  description: How many live migrations this drain kept in flight at most.
-  returned: state=drained
+  description: How many live migrations this drain kept in flight at most (with I(nodes), in each node's RV(nodes_results)).
+  returned: state=drained with I(node)
   type: int
+concurrency_per_node:
+  description: With I(nodes), per node how many live migrations from it were kept in flight at most.
+  returned: state=drained with I(nodes)
+  type: dict
 peak_in_flight:
-  description: The most live migrations this drain had requested and not yet finished at once.
+  description: The most live migrations this drain had requested and not yet finished at once (with I(nodes), over all of them).
   returned: when the drain ran
   type: int
 evictions:
-  description: Eviction C(requests) and C(responses) by HTTP code.
+  description: Eviction C(requests) and C(responses) by HTTP code (with I(nodes), of all of them).
   returned: when the drain ran
   type: dict
 timed_out:
-  description: The timeout passed before every VM had its result.
+  description: The timeout passed before every VM had its result (with I(nodes), of any node).
   returned: when the drain ran
   type: bool
 waited_seconds:
-  description: Seconds the drain took.
+  description: Seconds the drain took (with I(nodes), all of it; each node's own in RV(nodes_results)).
   returned: when the drain ran
   type: float
 watch:

@@ -2,9 +2,10 @@
 # Copyright: kubevirt_ops.rebalance contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The playbooks' cross-variable rules, what a type or a choice cannot say, by rule set: `rebalance` (rebalance.yml,
-fleet_rollout.yml), `fleet`, `rehearse`, `maintenance`, `rollback`, `cooldown`. A rule reads the variables that are set (already
+fleet_rollout.yml), `fleet`, `rehearse`, `maintenance`, `cluster_maintenance`, `rollback`,
+`cooldown`. A rule reads the variables that are set (already
 converted to their spec's types) and returns a Problem per wrong variable with its fix; it is not run when one of the
-variables it reads has a problem of its own. Pure: the one look at the controller is whether a backup file exists.
+variables it reads has a problem of its own. Pure: the looks at the controller are whether a backup file and a hook file exist.
 """
 
 from __future__ import annotations
@@ -214,6 +215,29 @@ def maintenance_nodes(values: Mapping[str, Any]) -> List[Problem]:
                     "(or maintenance_nodes_text, one name per line or comma separated)")]
 
 
+# ------------------------------------------------------------------------------------------ cluster maintenance
+def cluster_maintenance_nodes(values: Mapping[str, Any]) -> List[Problem]:
+    """The nodes to maintain: by name or by label selector, one of the two (cleanup needs neither)."""
+    if values.get("cluster_maintenance_cleanup") == "only":
+        return []
+    names, selector = values.get("cluster_maintenance_nodes"), values.get("cluster_maintenance_node_selector")
+    if bool(names) != bool(selector):
+        return []
+    name = "cluster_maintenance_node_selector" if names else "cluster_maintenance_nodes"
+    return [Problem(name, "is given with cluster_maintenance_nodes; give one of the two" if names else "is empty or not given; nothing to maintain",
+                    "Give the nodes by name, e.g. -e '{\"cluster_maintenance_nodes\": [\"worker-1\", \"worker-2\"]}', or by label, "
+                    "e.g. -e cluster_maintenance_node_selector=node-role.kubernetes.io/worker=")]
+
+
+def cluster_maintenance_hook(values: Mapping[str, Any]) -> List[Problem]:
+    path = values.get("cluster_maintenance_hook") or ""
+    if not path or os.path.isfile(path):
+        return []
+    return [Problem("cluster_maintenance_hook", "{0} is not a file".format(path),
+                    "Give the path of a tasks file (run per node after its drain, with cluster_maintenance_node set), "
+                    "relative to the directory ansible-playbook runs in, or leave it empty")]
+
+
 # ------------------------------------------------------------------------------------------ rollback
 def rollback_backup_file(values: Mapping[str, Any]) -> List[Problem]:
     path = values.get("rollback_backup_file") or ""
@@ -282,6 +306,13 @@ RULE_SETS: Dict[str, Tuple[Rule, ...]] = {
         Rule(("maintenance_nodes", "maintenance_nodes_text"), maintenance_nodes),
         at_least("maintenance_batch_size", 1),
         at_least("maintenance_timeout", 1, "seconds", 1800),
+    ),
+    "cluster_maintenance": (
+        Rule(("cluster_maintenance_nodes", "cluster_maintenance_node_selector", "cluster_maintenance_cleanup"), cluster_maintenance_nodes),
+        Rule(("cluster_maintenance_hook",), cluster_maintenance_hook),
+        at_least("cluster_maintenance_max_nodes_in_parallel", 1, example=2),
+        at_least("cluster_maintenance_timeout", 1, "seconds", 1800),
+        at_least("cluster_maintenance_ready_timeout", 1, "seconds", 600),
     ),
     "rollback": (Rule(("rollback_method", "rollback_backup_file"), rollback_backup_file),),
     "cooldown": (

@@ -42,19 +42,34 @@ def format_cpu(millis: int) -> str:
     return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
 
 
-def pod_requests(pod: dict) -> dict[str, int]:
+# schedutil.DefaultMilliCPURequest / DefaultMemoryRequest: what the scheduler's scoring counts for a container
+# that does not name a cpu or memory request (an explicit zero stays zero: resourcehelper applyNonMissing).
+NON_ZERO_DEFAULTS = {"cpu": 100, "memory": 200 * 2 ** 20}
+
+
+def pod_requests(pod: dict, non_zero: bool = False) -> dict[str, int]:
     """Requests of a Pod as the scheduler counts them: the sum over containers, at least the largest init
-    container, plus overhead; cpu in millicores, memory in bytes, pods = 1."""
+    container, plus overhead; cpu in millicores, memory in bytes, pods = 1. With `non_zero`, a container
+    without a cpu or memory request counts NON_ZERO_DEFAULTS for it (the scheduler's NonZeroRequested, which
+    LeastAllocated scores)."""
     spec = pod.get("spec") or {}
+
+    def container_requests(container: dict) -> dict[str, int]:
+        requests = (container.get("resources") or {}).get("requests") or {}
+        counted = {"cpu": cpu_millis(requests.get("cpu")), "memory": memory_bytes(requests.get("memory"))}
+        if non_zero:
+            for resource, default in NON_ZERO_DEFAULTS.items():
+                if resource not in requests:
+                    counted[resource] = default
+        return counted
+
     totals = {"cpu": 0, "memory": 0}
     for container in spec.get("containers") or []:
-        requests = (container.get("resources") or {}).get("requests") or {}
-        totals["cpu"] += cpu_millis(requests.get("cpu"))
-        totals["memory"] += memory_bytes(requests.get("memory"))
+        for resource, value in container_requests(container).items():
+            totals[resource] += value
     for container in spec.get("initContainers") or []:
-        requests = (container.get("resources") or {}).get("requests") or {}
-        totals["cpu"] = max(totals["cpu"], cpu_millis(requests.get("cpu")))
-        totals["memory"] = max(totals["memory"], memory_bytes(requests.get("memory")))
+        for resource, value in container_requests(container).items():
+            totals[resource] = max(totals[resource], value)
     overhead = spec.get("overhead") or {}
     totals["cpu"] += cpu_millis(overhead.get("cpu"))
     totals["memory"] += memory_bytes(overhead.get("memory"))

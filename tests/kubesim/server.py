@@ -648,16 +648,21 @@ class Handler(BaseHTTPRequestHandler):
                                   "clusters": {n: server.cluster_url(n) for n in server.clusters}})
         elif topic == "counters":
             peaks = {name: c.migration_peaks for name, c in server.clusters.items() if getattr(c, "migration_peaks", None)}
+            budgets = {name: c.disruption for name, c in server.clusters.items() if getattr(c, "disruption", None)}
             if method == "DELETE" or (method == "POST" and parts[1:2] == ["reset"]):
                 faults.reset_counters()
                 for recorder in peaks.values():
                     recorder.reset()
+                for controller in budgets.values():
+                    controller.reset_violations()
                 self._send_json(200, {"reset": True})
             else:
                 report = faults.counter_report(query.get("cluster"))
                 for name, entry in report.items():
                     if name in peaks:
                         entry["migrations"] = peaks[name].report()
+                    if name in budgets:
+                        entry["pdbs"] = budgets[name].violations()
                 self._send_json(200, report)
         elif topic == "faults":
             if method == "POST":
@@ -691,6 +696,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200 if idle else 504, {"idle": idle})
         elif topic == "usage":
             self._admin_usage(method, query, data)
+        elif topic == "nodes" and method == "POST" and len(parts) == 3 and parts[2] == "reboot":
+            self._admin_reboot(parts[1], query, data)
         elif topic == "logs" and method == "POST":
             cluster = server.clusters.get(data.get("cluster", server.default_cluster))
             if cluster is None:
@@ -716,6 +723,24 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"cluster": name, "vm": data.get("vm"), "cpu": usage["cpu"], "memory": usage["memory"]})
         else:
             self._send_json(200, {"cluster": name, **model.snapshot().report()})
+
+    def _admin_reboot(self, node: str, query: dict, data: dict) -> None:
+        """`POST /_kubesim/nodes/<name>/reboot {"cluster", "kubeletVersion", "seconds"}`: the node NotReady now, Ready
+        again after `seconds` simulated seconds (default 10) with the new kubelet version; 202 with when."""
+        name = data.get("cluster") or query.get("cluster") or self.server.default_cluster
+        cluster = self.server.clusters.get(name)
+        if cluster is None or getattr(cluster, "kubelet", None) is None:
+            raise errors.page_not_found()
+        try:
+            seconds = float(data.get("seconds", 10))
+        except (TypeError, ValueError):
+            raise errors.bad_request(f"seconds must be a number of simulated seconds, not {data.get('seconds')!r}") from None
+        if seconds < 0:
+            raise errors.bad_request("seconds must not be negative")
+        version = data.get("kubeletVersion")
+        ready_at = cluster.kubelet.reboot(node, seconds, version)
+        self._send_json(202, {"cluster": name, "node": node, "seconds": seconds, "readyAt": ready_at,
+                              **({"kubeletVersion": version} if version else {})})
 
     def _admin_prometheus(self, method: str, rest: list[str], query: dict, body: bytes) -> None:
         """`/_kubesim/prometheus[/<cluster>]/<path>`: the Prometheus as a Route reaches it, Authorization included."""

@@ -32,6 +32,11 @@ As upstream, an empty selector selects every Pod of the namespace for the contro
 eviction check, and a nil one nothing; a PDB that never synced (`observedGeneration` behind, which the
 fail-safe path leaves as it is) answers evictions with the "still being processed" cause.
 
+Test instrumentation, not upstream behaviour: `violations` (served under `/_kubesim/counters` as `pdbs`) records
+each time a PDB's `currentHealthy` drops below its `desiredHealthy` while Pods it selects exist (a sync that finds
+it below after one that found it at or above; the first sync with Pods and a sync without Pods record nothing),
+so that tests and benchmarks can prove that a drain kept every budget; a counter reset empties it.
+
 Simplified: no ReplicationController finder; a failed sync is not retried with back-off (the next change
 of a Pod, PDB or scalable owner in the namespace syncs again); the `disruptedPods` timeout (2 minutes) is
 scaled by the scenario's timeScale; the `NotDeleted` event of an expired entry is not recorded.
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import math
+import threading
 from datetime import datetime, timedelta, timezone
 
 from .. import events
@@ -116,6 +122,9 @@ class DisruptionController(Controller):
         super().__init__(cluster)
         self._dirty: set[tuple[str, str]] = set()
         self._flush_scheduled = False
+        self._below: dict[tuple[str, str], bool] = {}     # PDB -> below desiredHealthy at its last sync with Pods
+        self._violations: list[dict] = []
+        self._violations_lock = threading.Lock()
 
     @property
     def pdb_rt(self):
@@ -185,10 +194,32 @@ class DisruptionController(Controller):
                 continue
             if pod_ready(pod):
                 healthy += 1
+        self._record_violation(pdb, healthy, desired, bool(pods))
         self._update_status(pdb, healthy, desired, expected, disrupted)
         if recheck is not None:
             delay = max((recheck - now).total_seconds(), 0) + 0.05
             self.manager.after(delay, lambda: self._mark(namespace, name))
+
+    def _record_violation(self, pdb: dict, healthy: int, desired: int, has_pods: bool) -> None:
+        ident = (pdb["metadata"]["namespace"], pdb["metadata"]["name"])
+        if not has_pods:
+            self._below.pop(ident, None)
+            return
+        below, was_below = healthy < desired, self._below.get(ident)
+        self._below[ident] = below
+        if below and was_below is False:
+            with self._violations_lock:
+                self._violations.append({"namespace": ident[0], "name": ident[1], "at": now_iso(), "healthy": healthy,
+                                         "min_available": desired})
+
+    def violations(self) -> dict:
+        """`{"violations": [{namespace, name, at, healthy, min_available}, ...], "count": N}` since the last reset."""
+        with self._violations_lock:
+            return {"violations": [dict(v) for v in self._violations], "count": len(self._violations)}
+
+    def reset_violations(self) -> None:
+        with self._violations_lock:
+            self._violations = []
 
     def expected_pod_count(self, pdb: dict, pods: list[dict]) -> tuple[int, int, list[str]]:
         spec = pdb.get("spec") or {}
@@ -386,5 +417,7 @@ def eviction_guard(cluster):
 def register(cluster, manager) -> None:
     if cluster.registry.by_key(PDB_KEY) is None or cluster.registry.by_key("pods") is None:
         return
-    manager.add(DisruptionController(cluster))
+    controller = DisruptionController(cluster)
+    manager.add(controller)
+    cluster.disruption = controller
     cluster.eviction_guards.append(eviction_guard(cluster))

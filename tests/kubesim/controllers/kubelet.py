@@ -2,16 +2,32 @@
 from its node's addresses as upstream kubelet_pods.go reports them), hand it to the
 program that runs in it (`cluster.programs`, e.g. the descheduler), let a batch Pod nobody claims finish
 successfully after `kubesim.io/run-seconds` (default 1) simulated seconds, and finish a graceful deletion
-when its grace period (scaled by the scenario's timeScale) is over."""
+when its grace period (scaled by the scenario's timeScale) is over.
+
+A node reboot (`Kubelet.reboot`, the admin endpoint `POST /_kubesim/nodes/<name>/reboot`), the stand-in for a
+user's maintenance work: the node's Ready condition turns False with the kubelet's reason and message
+(`KubeletNotReady`, `[container runtime status check may not have completed yet, PLEG is not healthy: pleg
+has yet to be successful]`, what a starting kubelet reports), and after the given simulated seconds True again
+(`KubeletReady`, `kubelet is posting ready status`) with `status.nodeInfo.kubeletVersion` set to the new version
+when one is given. Simplified: nothing else of the node or its Pods changes (no node lifecycle controller:
+no `node.kubernetes.io/not-ready` taints, no Pod restarts); a second reboot before the first ends replaces it."""
 from __future__ import annotations
 
 import copy
 import ipaddress
+from datetime import datetime, timedelta, timezone
 
-from ..api import now_iso
+from ..api import RequestContext, now_iso
 from ..errors import ApiError
 from ..store import ADDED, MODIFIED, Event
 from . import Controller
+
+
+NOT_READY_REASON = "KubeletNotReady"
+NOT_READY_MESSAGE = ("[container runtime status check may not have completed yet, PLEG is not healthy: "
+                     "pleg has yet to be successful]")
+READY_REASON = "KubeletReady"
+READY_MESSAGE = "kubelet is posting ready status"
 
 
 class Kubelet(Controller):
@@ -21,6 +37,48 @@ class Kubelet(Controller):
         super().__init__(cluster)
         self._terminating: dict[tuple[str, str, str], int] = {}   # Pods being deleted -> their grace period
         self._pod_ips = 0
+        self._reboots: dict[str, int] = {}                          # node -> the number of its latest reboot
+
+    # -------------------------------------------------------------------------------------- node reboot
+    def reboot(self, node_name: str, seconds: float = 10, kubelet_version: str | None = None) -> str:
+        """The node NotReady now and Ready again after `seconds` simulated seconds (with `kubelet_version`, if
+        given); answers the wall-clock time (RFC 3339) it will be Ready. ApiError 404 for an unknown node."""
+        count = self._reboots.get(node_name, 0) + 1
+        self._set_ready(node_name, False)
+        self._reboots[node_name] = count
+        real = self.cluster.clock.real_seconds(seconds)
+        ready_at = (datetime.now(timezone.utc) + timedelta(seconds=real)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        def back() -> None:
+            if self._reboots.get(node_name) == count:
+                try:
+                    self._set_ready(node_name, True, kubelet_version)
+                except ApiError:      # the node was deleted meanwhile
+                    pass
+        self.manager.after(real, back)
+        return ready_at
+
+    def _set_ready(self, node_name: str, ready: bool, kubelet_version: str | None = None) -> None:
+        rt = self.cluster.registry.by_key("nodes")
+        with self.cluster.lock:
+            node = self.cluster.get(rt, None, node_name)
+            now = now_iso()
+            status = node.setdefault("status", {})
+            conditions = status.setdefault("conditions", [])
+            condition = next((c for c in conditions if c.get("type") == "Ready"), None)
+            if condition is None:
+                condition = {"type": "Ready"}
+                conditions.append(condition)
+            wanted = "True" if ready else "False"
+            if condition.get("status") != wanted:
+                condition["lastTransitionTime"] = now
+            condition.update(status=wanted, reason=READY_REASON if ready else NOT_READY_REASON,
+                             message=READY_MESSAGE if ready else NOT_READY_MESSAGE, lastHeartbeatTime=now)
+            if kubelet_version:
+                status.setdefault("nodeInfo", {})["kubeletVersion"] = kubelet_version
+            self.cluster.update(rt, None, node_name, node, RequestContext(user=f"system:node:{node_name}",
+                                                                          default_field_manager="kubelet"),
+                                subresource="status")
 
     def on_event(self, event: Event) -> None:
         pod = event.obj
@@ -108,7 +166,9 @@ class Kubelet(Controller):
 
 
 def register(cluster, manager) -> None:
-    manager.add(Kubelet(cluster))
+    kubelet = Kubelet(cluster)
+    manager.add(kubelet)
+    cluster.kubelet = kubelet
 
 
 def finish_pod(cluster, namespace: str, name: str, exit_code: int, message: str = "", uid: str | None = None

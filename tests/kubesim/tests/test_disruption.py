@@ -224,3 +224,36 @@ def test_unready_and_pending_pods_pass_a_met_budget(running):
     assert status_of(cluster, "vmpool-pdb")["disruptionsAllowed"] == 0
     evict(cluster, "virt-launcher-pool-vm-2-abcde")   # not Ready, and 2 healthy >= 2 desired
     assert cluster.get(pods, "vms", "virt-launcher-pool-vm-2-abcde")["metadata"].get("deletionTimestamp")
+
+
+def test_each_drop_below_the_budget_is_recorded_until_the_counters_reset(running):
+    cluster, manager = running
+    pool(cluster, 3)
+    pdb(cluster, "vmpool-pdb", {"kubevirt.io/vmpool": "my-pool"}, minAvailable=2)
+    assert manager.wait_idle()
+    recorder = cluster.disruption
+    assert status_of(cluster, "vmpool-pdb")["currentHealthy"] == 3
+    assert recorder.violations() == {"violations": [], "count": 0}      # starting up is no violation
+    pods = rt(cluster, "pods")
+    cluster.delete(pods, "vms", "virt-launcher-pool-vm-0-abcde", {"gracePeriodSeconds": 0})
+    assert manager.wait_idle()
+    assert recorder.violations()["count"] == 0                          # 2 healthy, 2 desired: still met
+    cluster.delete(pods, "vms", "virt-launcher-pool-vm-1-abcde", {"gracePeriodSeconds": 0})
+    assert manager.wait_idle()
+    report = recorder.violations()
+    assert report["count"] == 1
+    (violation,) = report["violations"]
+    assert {k: violation[k] for k in ("namespace", "name", "healthy", "min_available")} == \
+        {"namespace": "vms", "name": "vmpool-pdb", "healthy": 1, "min_available": 2}
+    assert violation["at"].endswith("Z")
+    vmi_with_launcher(cluster, "pool-vm-3", {"kubevirt.io/vmpool": "my-pool"})    # back to 2 healthy
+    assert manager.wait_idle()
+    assert status_of(cluster, "vmpool-pdb")["currentHealthy"] == 2
+    cluster.delete(pods, "vms", "virt-launcher-pool-vm-2-abcde", {"gracePeriodSeconds": 0})
+    assert manager.wait_idle()
+    assert recorder.violations()["count"] == 2                          # a second drop below
+    cluster.delete(pods, "vms", "virt-launcher-pool-vm-3-abcde", {"gracePeriodSeconds": 0})
+    assert manager.wait_idle()
+    assert recorder.violations()["count"] == 2                          # no Pods left: nothing to count
+    recorder.reset_violations()
+    assert recorder.violations() == {"violations": [], "count": 0}

@@ -1,0 +1,173 @@
+"""playbooks/cluster_maintenance.yml on the simulator: a rolling maintenance of four workers where each VM migrates
+exactly once and the hook (a reboot with a new kubelet version) runs once per node in the plan's order; too little
+spare room refused before any change and allowed with cluster_maintenance_allow_double_migrations, the measured second
+migrations reported; SIGINT in the middle, then a rerun that continues without redoing finished nodes and leaves no
+taint; a failed migration that stops the run with the node cordoned, the VM and the reason said, the taints lifted;
+the node maintenance page's non-migratable VMs refused exactly as kubevirt_node_drain refuses them."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from support.simulator import ADMIN_TOKEN, kubectl_available
+from support.waiting import wait_for
+
+from .ansible_run import ansible_env, playbook_command, run_ansible_module, run_playbook
+from .conftest import ROOT
+
+pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
+
+PLAYBOOK = ROOT / "playbooks" / "cluster_maintenance.yml"
+HOOK = ROOT / "tests" / "integration" / "playbooks" / "tasks" / "reboot_node_hook.yml"
+WORKERS = ["worker-1", "worker-2", "worker-3", "worker-4"]
+TAINT = "kubevirt-ops.io/maintenance-pending"
+NEW_KUBELET = "v1.35.1"
+
+
+def variables(sim, tmp_path: Path, **more) -> dict:
+    return {"cluster_maintenance_nodes": WORKERS, "cluster_maintenance_hook": str(HOOK), "hook_log": str(tmp_path / "hook.log"),
+            "kubesim_url": sim.url, "kubesim_token": ADMIN_TOKEN, "hook_kubelet_version": NEW_KUBELET,
+            "cluster_maintenance_report_dir": str(tmp_path / "reports"), **more}
+
+
+def hook_log(tmp_path: Path) -> list:
+    path = tmp_path / "hook.log"
+    return path.read_text().split() if path.exists() else []
+
+
+def report(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "reports" / "cluster-maintenance-localhost.json").read_text())
+
+
+def nodes(sim) -> dict:
+    return {n["metadata"]["name"]: n for n in sim.kubectl_json("get", "nodes")["items"]}
+
+
+def tainted(sim) -> list:
+    return sorted(name for name, n in nodes(sim).items() if any(t["key"] == TAINT for t in n["spec"].get("taints") or []))
+
+
+def migrations_per_vmi(sim) -> Counter:
+    items = sim.kubectl_json("get", "vmim", "-A")["items"]
+    return Counter("{0}/{1}".format(m["metadata"]["namespace"], m["spec"]["vmiName"]) for m in items if m["status"].get("phase") == "Succeeded")
+
+
+def record(sim) -> dict:
+    found = sim.kubectl_json("get", "configmap", "-n", "kube-system", "kubevirt-ops-cluster-maintenance")
+    return json.loads(found["data"]["run.json"])
+
+
+def assert_all_back(sim) -> None:
+    assert tainted(sim) == []
+    assert all(not nodes(sim)[w]["spec"].get("unschedulable") for w in WORKERS)
+
+
+def test_every_vm_migrates_once_and_the_hook_runs_once_per_node_in_order(fresh_kubesim, tmp_path):
+    sim = fresh_kubesim("cluster-maintenance", settle=True)
+    vms_before = {v["metadata"]["name"]: v["status"]["nodeName"] for v in sim.kubectl_json("get", "vmi", "-A")["items"]}
+    run = run_playbook(sim, PLAYBOOK, variables(sim, tmp_path), name="rolling")
+    result = report(tmp_path)
+    order = result["plan"]["order"]
+    assert order[0] == "worker-4", order   # the empty spare first: the VMs of each next node land on a maintained one
+    assert hook_log(tmp_path) == order and sorted(order) == WORKERS
+    moved = migrations_per_vmi(sim)
+    assert set(moved.values()) == {1} and len(moved) == len([n for n in vms_before.values() if n in WORKERS])
+    assert result["totals"]["migrations_per_vm"] == 1.0 and result["totals"]["vms_migrated_twice_or_more"] == []
+    assert result["status"] == "complete" and [n["state"] for n in result["nodes"]] == ["done"] * 4
+    assert all(set(n["steps"]) == {"drain", "hook", "ready", "uncordon"} for n in result["nodes"])
+    for vm in result["vms"]:
+        assert [m["source_node"] for m in vm["migrations"]] == [vms_before[vm["vm"].split("/")[1]]]
+    assert all(nodes(sim)[w]["status"]["nodeInfo"]["kubeletVersion"] == NEW_KUBELET for w in WORKERS)
+    assert_all_back(sim)
+    assert record(sim)["status"] == "complete"
+    markdown = (tmp_path / "reports" / "cluster-maintenance-localhost.md").read_text()
+    assert "| worker-4 | done |" in markdown and "Batches: worker-4" in run.stdout
+
+
+def test_too_little_spare_is_refused_before_any_change_and_allowed_with_double_migrations(fresh_kubesim, tmp_path):
+    sim = fresh_kubesim("cluster-maintenance-tight", settle=True)
+    refused = run_playbook(sim, PLAYBOOK, variables(sim, tmp_path), name="refused", expect_failure=True)
+    assert "was refused, nothing was changed:" in refused.stdout and "VMs twice" in refused.stdout
+    assert "cluster_maintenance_allow_double_migrations" in refused.stdout
+    assert tainted(sim) == [] and migrations_per_vmi(sim) == Counter() and hook_log(tmp_path) == []
+    assert all(not n["spec"].get("unschedulable") for n in nodes(sim).values())
+
+    run_playbook(sim, PLAYBOOK, variables(sim, tmp_path, cluster_maintenance_allow_double_migrations=True), name="allowed")
+    measured = migrations_per_vmi(sim)
+    twice = sorted(vm for vm, count in measured.items() if count > 1)
+    totals = report(tmp_path)["totals"]
+    assert twice and totals["vms_migrated_twice_or_more"] == twice
+    assert totals["migrations"] == sum(measured.values())
+    assert_all_back(sim)
+
+
+def test_sigint_in_the_middle_then_a_rerun_finishes_without_redoing_finished_nodes(fresh_kubesim, tmp_path):
+    sim = fresh_kubesim("cluster-maintenance", settle=True)
+    command = playbook_command(sim, PLAYBOOK, variables(sim, tmp_path), tmp_path / "interrupted")
+    log = tmp_path / "ansible.log"
+    with tempfile.TemporaryDirectory(prefix="ans-") as temp, open(log, "w", encoding="utf-8") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env=ansible_env(tmp_path, temp, PYTHONUNBUFFERED="1"))
+        try:
+            # after the spare and one loaded node are done, while the next one drains
+            wait_for(lambda: len([n for n, s in record_or_empty(sim).get("node_states", {}).items() if s["state"] == "done"]) >= 2
+                     and any(s["state"] == "started" for s in record_or_empty(sim).get("node_states", {}).values()), timeout=240,
+                     what="two nodes done and the next one started")
+            os.killpg(process.pid, signal.SIGINT)
+            assert process.wait(timeout=60) != 0
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    stopped = record(sim)
+    done_before = [n for n, s in stopped["node_states"].items() if s["state"] == "done"]
+    assert stopped["status"] == "in_progress" and len(done_before) >= 2
+    assert tainted(sim), "SIGINT runs no cleanup: the rerun lifts the taints"
+
+    rerun = run_playbook(sim, PLAYBOOK, variables(sim, tmp_path), name="rerun")
+    assert "Continuing run " + stopped["run_id"] in rerun.stdout
+    assert sorted(hook_log(tmp_path)) == WORKERS, hook_log(tmp_path)   # each node's hook once over both runs
+    assert set(migrations_per_vmi(sim).values()) == {1}
+    assert record(sim)["status"] == "complete" and record(sim)["run_id"] == stopped["run_id"]
+    assert_all_back(sim)
+
+
+def record_or_empty(sim) -> dict:
+    """The run's record, or {} before the playbook wrote it."""
+    found = sim.kubectl("get", "configmap", "-n", "kube-system", "kubevirt-ops-cluster-maintenance", "-o", "json", check=False)
+    return json.loads(json.loads(found.stdout)["data"]["run.json"]) if found.returncode == 0 else {}
+
+
+def test_a_failed_migration_stops_the_run_with_the_node_cordoned_and_the_taints_lifted(fresh_kubesim, tmp_path):
+    sim = fresh_kubesim("cluster-maintenance", settle=True)
+    vmi = next(v for v in sim.kubectl_json("get", "vmi", "-n", "vms")["items"] if v["status"]["nodeName"] == "worker-1")
+    name = vmi["metadata"]["name"]
+    sim.kubectl("annotate", "vmi", name, "-n", "vms", "kubesim.io/migration=fail")
+    failed = run_playbook(sim, PLAYBOOK, variables(sim, tmp_path, cluster_maintenance_timeout=60), name="failing", expect_failure=True)
+    assert f"vms/{name}" in failed.stdout and "did not finish" in failed.stdout
+    assert tainted(sim) == []
+    assert nodes(sim)["worker-1"]["spec"].get("unschedulable") is True
+    result = report(tmp_path)
+    assert result["status"] == "stopped" and f"vms/{name}" in result["stopped"]["reason"]
+    assert any(m["phase"] == "Failed" for vm in result["vms"] if vm["vm"] == f"vms/{name}" for m in vm["migrations"])
+    assert "worker-1" not in hook_log(tmp_path)
+
+
+def test_the_pages_non_migratable_vms_are_refused_as_the_drain_refuses_them(fresh_kubesim, tmp_path):
+    sim = fresh_kubesim("maintenance", settle=True)
+    drain = run_ansible_module(sim, "kubevirt_ops.rebalance.kubevirt_node_drain", {"node": "worker-1"}, check=True, expect_failure=True)
+    refused = run_playbook(sim, PLAYBOOK, {"cluster_maintenance_nodes": ["worker-1"], "cluster_maintenance_allow_double_migrations": True},
+                           name="refused", expect_failure=True)
+    assert "Preflight refused to drain worker-1, nothing was changed:" in refused.stdout
+    for problem in drain["preflight"]["problems"]:
+        assert problem["option"] in refused.stdout.replace("cluster_maintenance_", ""), problem
+    for vm in drain["preflight"]["vms"]:
+        if vm["action"] in ("restart", "lost", "blocked"):
+            assert "vms/" + vm["name"] in refused.stdout or vm["namespace"] + "/" + vm["name"] in refused.stdout, vm["name"]
+    assert tainted(sim) == [] and not nodes(sim)["worker-1"]["spec"].get("unschedulable")
