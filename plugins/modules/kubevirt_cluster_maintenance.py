@@ -196,13 +196,17 @@ report:
   description:
     - C(run_id), C(status), C(started_at), C(ended_at), C(stopped), C(plan), C(nodes) (per node C(state), C(started_at), C(done_at),
       C(steps)), C(vms) (per VM its C(migrations) since the run began, each C(name), C(phase), C(source_node), C(target_node),
-      C(start), C(end), C(duration_seconds), C(failure_reason)) and C(totals) (C(nodes), C(nodes_done), C(vms_migrated),
+      C(created), C(start), C(end), C(phase_timestamps), C(duration_seconds), C(failure_reason)) and C(totals) (C(nodes), C(nodes_done), C(vms_migrated),
       C(migrations), C(failed_migrations), C(vms_migrated_twice_or_more), C(migrations_per_vm), C(max_migrations_of_a_vm),
       C(peak_concurrent_migrations), C(seconds)).
   returned: state=finished or state=stopped, when a run is recorded
   type: dict
 markdown:
   description: The report as Markdown.
+  returned: state=finished or state=stopped, when a run is recorded
+  type: str
+html:
+  description: The report as a self-contained HTML page (the totals, the nodes, every migration on a timeline).
   returned: state=finished or state=stopped, when a run is recorded
   type: str
 """

@@ -15,6 +15,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_policy as policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_run
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_storm_breaker as breaker
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_cluster_maintenance as rolling
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_eviction_facts as facts
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_node_drain as drain
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_cooldown as cooldown
@@ -33,6 +34,7 @@ MODULES: Dict[str, Tuple[dict, Type[ModuleOptions], Service, dict]] = {
     "kubevirt_node_drain": (drain.ARG_SPEC, drain.KubevirtNodeDrainOptions, drain.run, {}),
     "vm_migration_cooldown": (cooldown.ARG_SPEC, cooldown.VmMigrationCooldownOptions, cooldown.run, {}),
     "descheduler_storm_breaker": (breaker.ARG_SPEC, breaker.DeschedulerStormBreakerOptions, breaker.run, {}),
+    "kubevirt_cluster_maintenance": (rolling.ARG_SPEC, rolling.KubevirtClusterMaintenanceOptions, rolling.run, {}),
 }
 
 

@@ -89,6 +89,8 @@ def test_every_vm_migrates_once_and_the_hook_runs_once_per_node_in_order(fresh_k
     assert record(sim)["status"] == "complete"
     markdown = (tmp_path / "reports" / "cluster-maintenance-localhost.md").read_text()
     assert "| worker-4 | done |" in markdown and "Batches: worker-4" in run.stdout
+    page = (tmp_path / "reports" / "cluster-maintenance-localhost.html").read_text()
+    assert "<svg" in page and all(vm["migrations"][0]["name"] in page for vm in result["vms"])
 
 
 def test_too_little_spare_is_refused_before_any_change_and_allowed_with_double_migrations(fresh_kubesim, tmp_path):
@@ -171,3 +173,19 @@ def test_the_pages_non_migratable_vms_are_refused_as_the_drain_refuses_them(fres
         if vm["action"] in ("restart", "lost", "blocked"):
             assert "vms/" + vm["name"] in refused.stdout or vm["namespace"] + "/" + vm["name"] in refused.stdout, vm["name"]
     assert tainted(sim) == [] and not nodes(sim)["worker-1"]["spec"].get("unschedulable")
+
+
+def test_a_batch_drains_as_many_nodes_at_once_as_the_limits_and_the_spare_room_allow(fresh_kubesim, tmp_path):
+    sim = fresh_kubesim("cluster-maintenance", settle=True)
+    sim.kubectl("delete", "pdb", "pool-pdb", "-n", "vms")   # the PDB alone keeps the loaded workers apart
+    sim.admin("POST", "counters/reset")
+    run_playbook(sim, PLAYBOOK, variables(sim, tmp_path), name="batched")
+    result = report(tmp_path)
+    assert result["plan"]["batches"] == [["worker-4"], ["worker-1", "worker-2", "worker-3"]]
+    assert sorted(hook_log(tmp_path)) == WORKERS and hook_log(tmp_path)[0] == "worker-4"
+    assert set(migrations_per_vmi(sim).values()) == {1}
+    assert {m["target_node"] for vm in result["vms"] for m in vm["migrations"]} == {"worker-4"}
+    peaks = sim.admin("GET", "counters?cluster=workload")["workload"]["migrations"]
+    assert 2 < peaks["peak"] <= 5, peaks   # more than one node's worth at once, never above the cluster limit
+    assert max(peaks["peak_per_node"].values()) <= 2, peaks
+    assert_all_back(sim)

@@ -13,14 +13,17 @@ from .ansible_run import run_role
 
 pytestmark = pytest.mark.simulator
 
-USERS = ["drain", "maintenance", "finish", "pdb", "reduced"]
+USERS = ["drain", "maintenance", "finish", "pdb", "rolling", "reduced"]
+ROLLING = {"nodes": ["worker-2", "worker-3"], "allow_double_migrations": True}
+PENDING_TAINT = "kubevirt-ops.io/maintenance-pending"
 ALLOW_ALL = {"allow_shutdown": True, "allow_loss": True, "allow_blocked": True}
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     grants = {"drain": manifests("kubevirt_node_drain"), "maintenance": manifests("roles/node_maintenance"),
-              "finish": manifests("roles/node_maintenance_finish"), "pdb": manifests("roles/vm_pdb")}
+              "finish": manifests("roles/node_maintenance_finish"), "pdb": manifests("roles/vm_pdb"),
+              "rolling": manifests("kubevirt_cluster_maintenance")}
     with rbac_kubesim(tmp_path_factory.mktemp("least-privilege-maintenance"), "maintenance", "maintenance-rbac", USERS, grants) as started:
         yield started
 
@@ -83,3 +86,31 @@ def test_node_maintenance_and_finish_roles_as_their_users(sim):
     done = run_role(sim, "node_maintenance_finish", {"context": "finish@workload", **finish}, name="f").result
     assert done["uncordoned"] is False and done["takes_pods"] is True  # the denied run had uncordoned it already
     assert not node(sim, "worker-1")["spec"].get("unschedulable")
+
+
+def pending_taints(sim) -> list:
+    return sorted(n["metadata"]["name"] for n in api(sim, "GET", "/api/v1/nodes")["items"]
+                  if any(t["key"] == PENDING_TAINT for t in n["spec"].get("taints") or []))
+
+
+def test_cluster_maintenance_plans_records_and_forgets_as_its_user(sim):
+    planned = call_module("kubevirt_cluster_maintenance", as_user(sim, "rolling", **ROLLING))
+    assert not planned["failed"] and planned["changed"], planned
+    assert pending_taints(sim) == ["worker-2", "worker-3"]
+    done = call_module("kubevirt_cluster_maintenance", as_user(sim, "rolling", state="node_done", node="worker-2"))
+    assert not done["failed"] and done["taint_lifted"], done
+    report = call_module("kubevirt_cluster_maintenance", as_user(sim, "rolling", state="stopped", reason="test"))
+    assert not report["failed"] and report["report"]["status"] == "stopped" and pending_taints(sim) == [], report
+    forgotten = call_module("kubevirt_cluster_maintenance", as_user(sim, "rolling", state="absent"))
+    assert not forgotten["failed"] and forgotten["changed"], forgotten
+
+
+@pytest.mark.parametrize("kind,resource,verb", [
+    ("ClusterRole", "virtualmachineinstances", "list"),   # the plan's read: before any change
+    ("Role", "configmaps", "create"),                     # the record is written before the first taint
+])
+def test_cluster_maintenance_without_one_permission_names_it_and_changes_nothing(sim, kind, resource, verb):
+    grant(sim, "reduced", without(manifests("kubevirt_cluster_maintenance"), kind, resource, verb))
+    assert_denied(call_module("kubevirt_cluster_maintenance", as_user(sim, "reduced", **ROLLING)), verb, resource)
+    assert pending_taints(sim) == []
+    assert api(sim, "DELETE", "/api/v1/namespaces/kube-system/configmaps/kubevirt-ops-cluster-maintenance") is None

@@ -304,7 +304,7 @@ def ended(client: Client, api: MaintenanceApi, options: KubevirtClusterMaintenan
     api.write_record(record)
     vmims = client.list_kind("VirtualMachineInstanceMigration", "kubevirt.io") or []
     report = run_report(record, vmims, moment)
-    result.update(changed=True, report=report, markdown=report_text.markdown(report))
+    result.update(changed=True, report=report, markdown=report_text.markdown(report), html=report_text.html(report))
     return result
 
 
@@ -318,8 +318,8 @@ def run_report(record: dict, vmims: List[dict], moment: datetime.datetime) -> di
             continue
         entry = migration_record(vmim)
         key = "{0}/{1}".format(kv.meta(vmim).get("namespace"), (vmim.get("spec") or {}).get("vmiName"))
-        per_vm.setdefault(key, []).append({k: entry[k] for k in ("name", "phase", "source_node", "target_node", "start", "end",
-                                                                 "duration_seconds", "failure_reason")})
+        per_vm.setdefault(key, []).append({k: entry[k] for k in ("name", "phase", "source_node", "target_node", "created", "start", "end",
+                                                                 "phase_timestamps", "duration_seconds", "failure_reason")})
     for moves in per_vm.values():
         moves.sort(key=lambda m: (m.get("start") or "", m["name"] or ""))
     succeeded = {vm: [m for m in moves if m["phase"] == "Succeeded"] for vm, moves in per_vm.items()}

@@ -94,6 +94,10 @@ def test_the_report_lists_every_migration_since_the_run_began():
     text = report_text.markdown(report)
     assert "| vms/a | m3 | w2 | w1 | 20 | Succeeded |" in text
     assert "| w2 | done |" in text and "30 s" in text
+    page = report_text.html(dict(report, stopped={"at": "t", "reason": "<b>vms/c</b> failed"}))
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and page.count("kubevirt-evacuation") == 0
+    assert "&lt;b&gt;vms/c&lt;/b&gt; failed" in page and "<b>vms/c" not in page   # every value escaped
+    assert ">m3<" in page and ">w2<" in page and "migrations per VM" in page
 
 
 def test_peak_overlap_counts_migrations_running_at_once():
