@@ -174,6 +174,18 @@ def test_the_pages_non_migratable_vms_are_refused_as_the_drain_refuses_them(fres
             assert "vms/" + vm["name"] in refused.stdout or vm["namespace"] + "/" + vm["name"] in refused.stdout, vm["name"]
     assert tainted(sim) == [] and not nodes(sim)["worker-1"]["spec"].get("unschedulable")
 
+    before = {v["metadata"]["name"]: v for v in sim.kubectl_json("get", "vmi", "-n", "vms")["items"]}
+    run_playbook(sim, PLAYBOOK, {"cluster_maintenance_nodes": ["worker-1"], "cluster_maintenance_allow_double_migrations": True,
+                                 "cluster_maintenance_allow_shutdown": True, "cluster_maintenance_allow_loss": True,
+                                 "cluster_maintenance_allow_blocked": True}, name="allowed")
+    after = {v["metadata"]["name"]: v for v in sim.kubectl_json("get", "vmi", "-n", "vms")["items"]}
+    assert after["vm-live"]["metadata"]["uid"] == before["vm-live"]["metadata"]["uid"] and after["vm-live"]["status"]["nodeName"] != "worker-1"
+    assert after["vm-none"]["metadata"]["uid"] != before["vm-none"]["metadata"]["uid"]   # restarted elsewhere (strategy None)
+    assert after["vm-none"]["status"]["nodeName"] != "worker-1"
+    assert after["bare-vmi"]["status"]["phase"] in ("Failed", "Succeeded")             # lost, as allowed
+    assert after["vm-rwo"]["status"]["nodeName"] == "worker-1"                          # blocked: stays, as allowed
+    assert migrations_per_vmi(sim)["vms/vm-live"] == 1 and tainted(sim) == []
+
 
 def test_a_batch_drains_as_many_nodes_at_once_as_the_limits_and_the_spare_room_allow(fresh_kubesim, tmp_path):
     sim = fresh_kubesim("cluster-maintenance", settle=True)
