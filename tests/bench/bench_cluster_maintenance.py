@@ -124,7 +124,7 @@ def measure(tool: str, scenario: Path, workdir: Path, timeout: int) -> dict:
     finally:
         stop_kubesim(sim)
     # a controller that raised (the simulator prints it and carries on) may have left an object unhandled
-    figures["simulator_errors"] = sim.process.stderr.read().split("kubesim: controller error:\n")[1:]
+    figures["simulator_errors"] = [block.split("\n\n")[0] for block in sim.process.stderr.read().split("kubesim: controller error:\n")[1:]]
     return figures
 
 
@@ -195,7 +195,8 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=15,
                         help="simulated seconds per real second (a 2Gi VM's migration is ~37 simulated s)")
     parser.add_argument("--tools", default="page,collection", help="comma-separated: page, collection")
-    parser.add_argument("--timeout", type=int, default=180, help="drain timeout per node (per batch for the collection), seconds; raise it with a lower --time-scale")
+    parser.add_argument("--timeout", type=int, default=180,
+                        help="drain timeout per node (per batch for the collection), seconds; raise it with a lower --time-scale")
     parser.add_argument("--keep", type=Path, help="keep the run's files here (the loop's output, ansible-playbook's, the report)")
     args = parser.parse_args()
     tools = [t for t in args.tools.split(",") if t]

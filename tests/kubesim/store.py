@@ -88,21 +88,25 @@ class Store:
         return self._objects.get(key, {}).get(namespace, {}).get(name)
 
     def entries(self, key: str, namespace: str | None = None) -> Iterator[Entry]:
-        by_ns = self._objects.get(key, {})
-        if namespace is not None:
-            yield from by_ns.get(namespace, {}).values()
-            return
-        for names in by_ns.values():
-            yield from names.values()
+        """The entries as they are now: a copy taken under the lock, so that a request thread writing meanwhile
+        cannot change the dicts under a controller's iteration (`dictionary changed size during iteration`)."""
+        with self.lock:
+            by_ns = self._objects.get(key, {})
+            if namespace is not None:
+                found = list(by_ns.get(namespace, {}).values())
+            else:
+                found = [entry for names in by_ns.values() for entry in names.values()]
+        return iter(found)
 
     def sorted_entries(self, key: str, namespace: str | None = None) -> list[tuple[str, str, Entry]]:
-        by_ns = self._objects.get(key, {})
-        spaces = [namespace] if namespace is not None else sorted(by_ns)
-        result = []
-        for ns in spaces:
-            names = by_ns.get(ns, {})
-            result.extend((ns, name, names[name]) for name in sorted(names))
-        return result
+        with self.lock:   # as entries: no write changes the dicts while they are read
+            by_ns = self._objects.get(key, {})
+            spaces = [namespace] if namespace is not None else sorted(by_ns)
+            result = []
+            for ns in spaces:
+                names = by_ns.get(ns, {})
+                result.extend((ns, name, names[name]) for name in sorted(names))
+            return result
 
     def sorted_entries_at(self, key: str, namespace: str | None, rv: int) -> list[tuple[str, str, Entry]]:
         """sorted_entries as they were at resourceVersion rv (a consistent snapshot, as etcd reads at a revision):
