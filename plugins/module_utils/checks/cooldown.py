@@ -30,7 +30,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.descheduler import profile_facts
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.findings import finding
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.klog import parse_time
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.klog import format_time, parse_time
 
 PREFER_NO_EVICTION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
@@ -60,11 +60,6 @@ def parse_duration(value: Any) -> int:
     if seconds < 0:
         raise ValueError("{0!r} is negative".format(value))
     return int(round(seconds))
-
-
-def format_time(when: datetime.datetime) -> str:
-    """RFC 3339 in UTC with whole seconds, as Kubernetes writes timestamps."""
-    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def object_timestamps(obj: dict) -> Iterable[datetime.datetime]:

@@ -178,9 +178,10 @@ def plan(node_facts: List[dict], vms: List[dict], pending: Sequence[str], limits
     batches, again, unplaced, migrations = [], [], [], 0
     first = [node for node in left if node in set(in_progress)]
     while left:
-        batch = first or [_cheapest(cluster, left)]
+        ranked = _by_cost(cluster, left)
+        batch = first or ranked[:1]
         first = []
-        for node in _by_cost(cluster, left):
+        for node in ranked:
             if node in batch or len(batch) >= width:
                 continue
             trial = batch + [node]
@@ -213,10 +214,6 @@ def plan(node_facts: List[dict], vms: List[dict], pending: Sequence[str], limits
 def _by_cost(cluster: Cluster, nodes: Sequence[str]) -> List[str]:
     costs = {node: len(_cost(cluster, [node])["second_migrations"]) for node in nodes}
     return sorted(nodes, key=lambda node: (costs[node], len(cluster.movers(node)), node))
-
-
-def _cheapest(cluster: Cluster, nodes: Sequence[str]) -> str:
-    return _by_cost(cluster, nodes)[0]
 
 
 # ------------------------------------------------------------------------------------------ preflight

@@ -174,6 +174,11 @@ def parse_time(value: Optional[str]) -> Optional[datetime.datetime]:
     return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
 
 
+def format_time(when: datetime.datetime) -> str:
+    """RFC 3339 in UTC with whole seconds, as Kubernetes writes timestamps (what parse_time reads back)."""
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def eviction_requests(records: Iterable[dict], pod: Optional[str] = None) -> List[dict]:
     """`Eviction in background assumed` records, for one Pod (`namespace/name`) when given."""
     return [r for r in records if r.get("message") == EVICTION_ASSUMED and (pod is None or r["fields"].get("pod") == pod)]

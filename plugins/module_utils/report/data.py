@@ -10,11 +10,10 @@ results, never errors: a report of a failed or check-mode run has to render what
 
 from __future__ import annotations
 
-import datetime
 from typing import Any, Dict, List, Optional, Sequence
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.descheduler import parse_policy
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.klog import parse_time
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.klog import format_time, parse_time
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.model import LOW_NODE_UTILIZATION, plugin_config
 
 RESOURCES = ("cpu", "memory", "pods")
@@ -243,7 +242,7 @@ def migration_timeline(checks: Any) -> dict:
         return {"origin": None, "spans": []}
     origin = min(times["requested"] for _check, _migration, times in found)
     spans = [span(check, migration, {key: seconds_since(origin, moment) for key, moment in times.items()}) for check, migration, times in found]
-    return {"origin": origin.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "spans": spans}
+    return {"origin": format_time(origin), "spans": spans}
 
 
 def span(check: dict, migration: dict, seconds: dict) -> dict:

@@ -246,7 +246,8 @@ class Run:
         else:
             trigger, reason = choose_trigger(self.settings.trigger, kind, workload, self.settings.timeout, self.now())
         container = desched.container_name(kind, workload)
-        result: Dict[str, Any] = {"changed": False, "trigger": trigger, "trigger_reason": reason, "started_at": state.get("started_at") or _iso(self.now()),
+        result: Dict[str, Any] = {"changed": False, "trigger": trigger, "trigger_reason": reason,
+                                  "started_at": state.get("started_at") or klog.format_time(self.now()),
                                   "descheduler": {"namespace": self.settings.namespace, "name": meta(workload).get("name"), "kind": kind},
                                   "job": None, "pod": None}
         if trigger == "create":
@@ -258,7 +259,7 @@ class Run:
                               job={"name": name, "created": False, "manual": True, "result": None},
                               msg="check mode: would create Job {0}/{1} from {2}".format(
                                   self.settings.namespace, name, self._where(kind, workload)))
-                return dict(result, **klog.run_summary([]), log_lines=[], category_swaps=[], waited_seconds=0.0, finished_at=_iso(self.now()))
+                return dict(result, **klog.run_summary([]), log_lines=[], category_swaps=[], waited_seconds=0.0, finished_at=klog.format_time(self.now()))
             watched = self._watch_job(workload, container, create=job, result=result)
         elif kind == "CronJob":
             watched = self._watch_job(workload, container, result=result)
@@ -272,7 +273,7 @@ class Run:
         result.update(job=job_info, pod=pod, log_lines=[r["line"] for r in records],
                       category_swaps=klog.category_swaps(self.settings.previous, summary["classification"])
                       if self.settings.previous is not None else [],
-                      waited_seconds=round(self.progress.elapsed(), 3), finished_at=_iso(self.now()),
+                      waited_seconds=round(self.progress.elapsed(), 3), finished_at=klog.format_time(self.now()),
                       api={"retries": len(self.client.retried), "retried": self.client.retried[-20:]}, progress=self.progress.done())
         if self.watch_stats is not None:
             result["watch"] = self.watch_stats
@@ -395,7 +396,3 @@ def run(options: DeschedulerRunOptions, check_mode: bool, client: Optional[Clien
     run_settings = settings(options)
     client = client or Client.from_options(options.connection, extra_timeout=run_settings.timeout)
     return Run(run_settings, client, check_mode=check_mode, clock=clock, now=now, sleep=sleep).execute()
-
-
-def _iso(when: datetime.datetime) -> str:
-    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -21,6 +21,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import cooldown as cd
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.klog import format_time
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import storm_breaker as sb
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed, RebalanceError
@@ -158,7 +159,7 @@ class Breaker:
             "changed": False, "state": "present", "tripped": was_tripped, "tripped_now": False, "dry_run": self.check_mode,
             "reasons": verdict["reasons"], "failed_migrations": verdict["failed_migrations"], "frequent_movers": verdict["frequent_movers"],
             "record": self.record, "descheduler": self.descheduler(), "clock": clock,
-            "window": {"seconds": self.scope.window, "since": cd.format_time(since)},
+            "window": {"seconds": self.scope.window, "since": format_time(since)},
             "limits": {"max_failed_migrations": self.scope.max_failed, "max_migrations_per_vm": self.scope.max_per_vm},
             "in_flight": [cd.migration_entry(m) for m in vmims if cd.in_flight(m)], "unfinished": [], "waited_seconds": 0.0,
         }
@@ -168,7 +169,7 @@ class Breaker:
             if sb.paused(self.kind, self.workload):
                 after = "is already paused (not by the breaker): left as it is"
             else:
-                answer = self.patch(sb.trip_patch(self.kind, self.workload, cd.format_time(now), "; ".join(verdict["reasons"])),
+                answer = self.patch(sb.trip_patch(self.kind, self.workload, format_time(now), "; ".join(verdict["reasons"])),
                                     "pause " + self.where())
                 result.update(changed=True, diff=self.diff(answer), record=sb.read_record(answer),
                               descheduler=dict(self.descheduler(), paused=True, paused_by_breaker=True))
@@ -219,7 +220,7 @@ class Breaker:
             return result
         now, clock = cd.reference_now(self.now(), [self.workload])
         deleted = self.delete_pausing_patches()
-        answer = self.patch(sb.reset_patch(self.kind, self.record, cd.format_time(now)), "reset the storm breaker on " + self.where())
+        answer = self.patch(sb.reset_patch(self.kind, self.record, format_time(now)), "reset the storm breaker on " + self.where())
         restored = {key: value for key, value in sb.workload_state(self.kind, answer).items() if key != "annotations"}
         result.update(changed=True, reset=True, restored=restored, resource_patches_deleted=deleted, clock=clock, diff=self.diff(answer),
                       descheduler=dict(self.descheduler(), paused=sb.paused(self.kind, answer), paused_by_breaker=False),

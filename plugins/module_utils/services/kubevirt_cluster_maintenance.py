@@ -27,7 +27,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import pod_requests
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.klog import format_time, parse_time
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import matches_selector_string, parse_label_selector
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report import maintenance as report_text
 
@@ -88,10 +88,6 @@ def validate(options: KubevirtClusterMaintenanceOptions) -> None:
 
 def utc_now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
-
-
-def stamp(moment: datetime.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ------------------------------------------------------------------------------------------ the cluster
@@ -178,17 +174,16 @@ def select_nodes(options: KubevirtClusterMaintenanceOptions, nodes: List[dict]) 
 
 
 def vm_entries(facts: dict, launchers: List[dict]) -> List[dict]:
-    """Per VMI on a node: its drain action, its launcher's requests and the PDBs over it."""
+    """Per VMI on a node: its drain action and its launcher's requests (as the drain's preflight decides them,
+    drain_plan.vm_plan) and the PDBs over it."""
     by_name = {kv.ref(p): p for p in launchers}
     result = []
     for fact in facts.get("vmis") or []:
         if not fact.get("node"):
             continue
-        launcher = by_name.get((fact["namespace"], (fact.get("launcher") or {}).get("name") or ""))
-        action = drain_plan.VERDICT_ACTIONS.get(fact.get("verdict") or "", "blocked")
-        result.append({"key": "{0}/{1}".format(fact["namespace"], fact["name"]), "node": fact["node"], "action": action,
-                       "requests": pod_requests(launcher) if launcher else {},
-                       "pdbs": ["{0}/{1}".format(fact["namespace"], name) for name in fact.get("pdbs") or []]})
+        vm = drain_plan.vm_plan(fact, by_name.get((fact["namespace"], (fact.get("launcher") or {}).get("name") or "")))
+        result.append({"key": "{0}/{1}".format(vm["namespace"], vm["name"]), "node": vm["node"], "action": vm["action"],
+                       "requests": vm["requests"], "pdbs": ["{0}/{1}".format(vm["namespace"], name) for name in vm["pdbs"]]})
     return result
 
 
@@ -197,8 +192,7 @@ def pdb_allowances(facts: dict) -> Dict[str, int]:
 
 
 # ------------------------------------------------------------------------------------------ states
-def planned(client: Client, api: MaintenanceApi, options: KubevirtClusterMaintenanceOptions, check_mode: bool,
-            now: Callable[[], datetime.datetime]) -> dict:
+def planned(client: Client, api: MaintenanceApi, options: KubevirtClusterMaintenanceOptions, now: Callable[[], datetime.datetime]) -> dict:
     facts = read_facts(client, Scope(include=("cluster", "nodes", "vmis")))
     nodes = client.list(api.nodes_resource)
     chosen = select_nodes(options, nodes)
@@ -212,18 +206,18 @@ def planned(client: Client, api: MaintenanceApi, options: KubevirtClusterMainten
     if not resumed:
         moment = now()
         record = dict({"_resource_version": (record or {}).get("_resource_version")},
-                      run_id=moment.strftime("%Y%m%dt%H%M%Sz"), started_at=stamp(moment), status="in_progress", nodes=chosen,
+                      run_id=moment.strftime("%Y%m%dt%H%M%Sz"), started_at=format_time(moment), status="in_progress", nodes=chosen,
                       node_states={}, previous=summary_of(record))
     done = done_nodes(record)
     started = [n for n, s in (record.get("node_states") or {}).items() if s.get("state") == "started"]
     pending = [n for n in chosen if n not in done]
     limits = (facts.get("cluster") or {}).get("migration_limits") or kv.migration_limits(None)
     launchers = client.list(client.require_kind("Pod", ""), label_selector="kubevirt.io=virt-launcher")
-    vms = vm_entries(facts, launchers)
-    decided = rm.plan(facts.get("nodes") or [], vms, pending, limits, options.max_nodes_in_parallel, pdb_allowances(facts), started)
+    vms, pdbs = vm_entries(facts, launchers), pdb_allowances(facts)
+    decided = rm.plan(facts.get("nodes") or [], vms, pending, limits, options.max_nodes_in_parallel, pdbs, started)
     narrower = None
     if decided["second_migrations"] and decided["nodes_at_once"] > 1:
-        narrower = rm.plan(facts.get("nodes") or [], vms, pending, limits, 1, pdb_allowances(facts), started)
+        narrower = rm.plan(facts.get("nodes") or [], vms, pending, limits, 1, pdbs, started)
     found = rm.problems(decided, options.allow_double_migrations, narrower)
     result: Dict[str, Any] = {"run_id": record["run_id"], "resumed": resumed, "done": done, "pending": pending, "plan": decided,
                               "problems": found, "nodes": chosen}
@@ -269,7 +263,7 @@ def node_started(api: MaintenanceApi, options: KubevirtClusterMaintenanceOptions
     record = require_record(api)
     states = record.setdefault("node_states", {})
     for node in options.nodes or []:
-        states[node] = dict(states.get(node) or {}, state="started", started_at=stamp(now()))
+        states[node] = dict(states.get(node) or {}, state="started", started_at=format_time(now()))
     api.write_record(record)
     return {"changed": True, "run_id": record["run_id"], "started": options.nodes}
 
@@ -277,7 +271,7 @@ def node_started(api: MaintenanceApi, options: KubevirtClusterMaintenanceOptions
 def node_done(api: MaintenanceApi, options: KubevirtClusterMaintenanceOptions, now: Callable[[], datetime.datetime]) -> dict:
     record = require_record(api)
     states = record.setdefault("node_states", {})
-    states[options.node] = dict(states.get(options.node) or {}, state="done", done_at=stamp(now()), steps=options.steps or {})
+    states[options.node] = dict(states.get(options.node) or {}, state="done", done_at=format_time(now()), steps=options.steps or {})
     api.write_record(record)
     node = api.client.get(api.nodes_resource, options.node or "")
     lifted = bool(node) and api.set_taints(node, rm.without_pending_taint)
@@ -298,9 +292,9 @@ def ended(client: Client, api: MaintenanceApi, options: KubevirtClusterMaintenan
         return result
     moment = now()
     if options.state == "finished":
-        record.update(status="complete", finished_at=stamp(moment))
+        record.update(status="complete", finished_at=format_time(moment))
     else:
-        record.update(status="stopped", stopped={"at": stamp(moment), "reason": options.reason or "stopped"})
+        record.update(status="stopped", stopped={"at": format_time(moment), "reason": options.reason or "stopped"})
     api.write_record(record)
     vmims = client.list_kind("VirtualMachineInstanceMigration", "kubevirt.io") or []
     report = run_report(record, vmims, moment)
@@ -327,7 +321,7 @@ def run_report(record: dict, vmims: List[dict], moment: datetime.datetime) -> di
     count = sum(len(moves) for moves in succeeded.values())
     states = record.get("node_states") or {}
     nodes = [node_entry(n, states.get(n) or {}) for n in (record.get("plan") or {}).get("order") or record.get("nodes") or []]
-    started = _parse(since)
+    started = parse_time(since)
     return {
         "run_id": record.get("run_id"), "status": record.get("status"), "started_at": since,
         "ended_at": record.get("finished_at") or (record.get("stopped") or {}).get("at"),
@@ -348,12 +342,6 @@ def run_report(record: dict, vmims: List[dict], moment: datetime.datetime) -> di
 
 def node_entry(name: str, state: dict) -> dict:
     return dict({k: v for k, v in state.items() if k != "state"}, node=name, state=state.get("state", "pending"))
-
-
-def _parse(text: Optional[str]) -> Optional[datetime.datetime]:
-    if not text:
-        return None
-    return datetime.datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=datetime.timezone.utc)
 
 
 def peak_overlap(moves: List[dict]) -> int:
@@ -377,7 +365,7 @@ def run(options: KubevirtClusterMaintenanceOptions, check_mode: bool, client: Op
     client = client or Client.from_options(options.connection)
     api = MaintenanceApi(client, options, dry_run=check_mode)
     if options.state == "planned":
-        result = planned(client, api, options, check_mode, now)
+        result = planned(client, api, options, now)
     elif options.state == "started":
         result = node_started(api, options, now)
     elif options.state == "node_done":
