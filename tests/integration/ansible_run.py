@@ -12,13 +12,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import yaml
 
@@ -179,6 +181,32 @@ def playbook_command(target, playbook: Path, variables: Optional[dict], workdir:
     extra = workdir / "vars.json"
     extra.write_text(json.dumps(connection_vars(target, variables)))
     return [str(BIN / "ansible-playbook"), "-i", str(localhost_inventory(workdir)), str(playbook), "-e", "@" + str(extra)]
+
+
+@contextmanager
+def playbook_in_background(command: list, workdir: Path, log: Path) -> Iterator[subprocess.Popen]:
+    """`command` (playbook_command) started in a session of its own, as a terminal's foreground process group, its
+    output in `log` as it comes; killed at the end when it still runs."""
+    with tempfile.TemporaryDirectory(prefix="ans-") as temp, open(log, "w", encoding="utf-8") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env=ansible_env(workdir, temp, PYTHONUNBUFFERED="1"))
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def interrupt(process: subprocess.Popen, timeout: float = 60, again_after: float = 15) -> int:
+    """What a person does with Ctrl-C: SIGINT to the whole foreground process group, and once more when the run still
+    goes on after `again_after` seconds (a first SIGINT that landed while ansible-playbook started a task was seen to
+    leave it waiting, its log ending at the task's header); the exit status."""
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        return process.wait(timeout=again_after)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGINT)
+        return process.wait(timeout=timeout)
 
 
 def run_playbook(target, playbook: Path, variables: Optional[dict] = None, check: bool = False, expect_failure: Optional[bool] = False,

@@ -7,10 +7,6 @@ the node maintenance page's non-migratable VMs refused exactly as kubevirt_node_
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +15,7 @@ import pytest
 from support.simulator import ADMIN_TOKEN, kubectl_available
 from support.waiting import wait_for
 
-from .ansible_run import ansible_env, playbook_command, run_ansible_module, run_playbook
+from .ansible_run import interrupt, playbook_command, playbook_in_background, run_ansible_module, run_playbook
 from .conftest import ROOT
 
 pytestmark = [pytest.mark.simulator, pytest.mark.skipif(not kubectl_available(), reason="kubectl is not installed")]
@@ -113,20 +109,12 @@ def test_too_little_spare_is_refused_before_any_change_and_allowed_with_double_m
 def test_sigint_in_the_middle_then_a_rerun_finishes_without_redoing_finished_nodes(fresh_kubesim, tmp_path):
     sim = fresh_kubesim("cluster-maintenance", settle=True)
     command = playbook_command(sim, PLAYBOOK, variables(sim, tmp_path), tmp_path / "interrupted")
-    log = tmp_path / "ansible.log"
-    with tempfile.TemporaryDirectory(prefix="ans-") as temp, open(log, "w", encoding="utf-8") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env=ansible_env(tmp_path, temp, PYTHONUNBUFFERED="1"))
-        try:
-            # after the spare and one loaded node are done, while the next one drains
-            wait_for(lambda: len([n for n, s in record_or_empty(sim).get("node_states", {}).items() if s["state"] == "done"]) >= 2
-                     and any(s["state"] == "started" for s in record_or_empty(sim).get("node_states", {}).values()), timeout=240,
-                     what="two nodes done and the next one started")
-            os.killpg(process.pid, signal.SIGINT)
-            assert process.wait(timeout=60) != 0
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+    with playbook_in_background(command, tmp_path, tmp_path / "ansible.log") as process:
+        # after the spare and one loaded node are done, while the next one drains
+        wait_for(lambda: len([n for n, s in record_or_empty(sim).get("node_states", {}).items() if s["state"] == "done"]) >= 2
+                 and any(s["state"] == "started" for s in record_or_empty(sim).get("node_states", {}).values()), timeout=240,
+                 what="two nodes done and the next one started")
+        assert interrupt(process) != 0
     stopped = record(sim)
     done_before = [n for n, s in stopped["node_states"].items() if s["state"] == "done"]
     assert stopped["status"] == "in_progress" and len(done_before) >= 2

@@ -5,15 +5,12 @@ chart; a Descheduler Deployment is refused. After each, the cluster is as it was
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import tempfile
-import time
 
 import pytest
 
-from .ansible_run import ansible_env, playbook_command
+from support.waiting import wait_for
+
+from .ansible_run import interrupt, playbook_command, playbook_in_background
 from .rehearsal_run import NAMESPACE, REHEARSE, assert_as_before, cluster_state, rehearse
 
 pytestmark = [pytest.mark.simulator, pytest.mark.kubectl]
@@ -50,29 +47,15 @@ def test_a_failed_migration_fails_the_rehearsal_and_the_cleanup_still_restores_t
     assert_as_before(sim, before)
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def test_sigint_during_validation_leaves_a_report_naming_what_is_left_and_cleanup_only_removes_it(fresh_kubesim, tmp_path):
     sim = fresh_kubesim("rehearsal", settle=True)
     before = cluster_state(sim)
     reports, backups = tmp_path / "reports", tmp_path / "backups"
     command = playbook_command(sim, REHEARSE, {"reports_dir": str(reports), "backup_dir": str(backups)}, tmp_path)
-    log = tmp_path / "ansible.log"
-    with tempfile.TemporaryDirectory(prefix="ans-") as temp, open(log, "w", encoding="utf-8") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env=ansible_env(tmp_path, temp, PYTHONUNBUFFERED="1"))   # the log as it happens
-        try:
-            wait_for(lambda: "Wait for or start the run, cycle 1" in log.read_text(), 180, "the validation to start")
-            os.killpg(process.pid, signal.SIGINT)   # what Ctrl-C does: the whole foreground process group
-            assert process.wait(timeout=60) != 0
-        finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
+    log = tmp_path / "ansible.log"   # the log as it happens
+    with playbook_in_background(command, tmp_path, log) as process:
+        wait_for(lambda: "Wait for or start the run, cycle 1" in log.read_text(), timeout=180, what="the validation to start")
+        assert interrupt(process) != 0
     report = json.loads(next(reports.glob("*/rehearse-*.json")).read_text())
     assert report["status"] == "in_progress"
     left = report["rehearsal"]["cleanup"]["left"]

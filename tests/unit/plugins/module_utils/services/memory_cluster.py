@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import matches_selector_string, parse_label_selector
+from kubesim.patching import json_merge_patch  # the simulator's RFC 7386 merge patch, as the API server applies it
 
 from ..fake_api import resource
 
@@ -22,19 +23,6 @@ KINDS = {
     "VirtualMachineInstanceMigration": resource("VirtualMachineInstanceMigration", "virtualmachineinstancemigrations", "kubevirt.io"),
     "ResourcePatch": resource("ResourcePatch", "resourcepatches", "operator.alauda.io", "v1alpha1"),
 }
-
-
-def merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge(result.get(key), value)
-    return result
 
 
 class MemoryCluster:
@@ -87,7 +75,7 @@ class MemoryCluster:
         found = self.find(res.kind, name, namespace)
         if found is None:
             raise ApiFailure(request or "patch", 404, "NotFound", '{0} "{1}" not found'.format(res.name, name))
-        changed = merge(found, body)
+        changed = json_merge_patch(found, body)
         if changed.get("metadata", {}).get("annotations") == {}:
             del changed["metadata"]["annotations"]
         if not dry_run:
