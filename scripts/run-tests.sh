@@ -172,15 +172,24 @@ molecule_tier() {
     fi
     # From the collection root molecule works in collection mode: scenarios from
     # extensions/molecule/**/molecule.yml, each merged over extensions/molecule/config.yml (prerun: false).
-    banner "molecule: molecule test --all (${scenarios} scenarios)"
+    banner "molecule: molecule test, ${MOLECULE_WORKERS:-2} scenarios at a time (${scenarios} scenarios)"
     start=${SECONDS}
-    # One scenario at a time: molecule's experimental --workers skipped the shared create step here.
-    molecule test --all
+    # Each scenario starts its own simulator in its own ephemeral directory, so scenarios run side by side: one
+    # `molecule test -s NAME` process each, two at a time (molecule's experimental --workers skipped the shared create
+    # step here). Each scenario's output goes to its log, printed whole when it failed.
+    local logs
+    logs="$(mktemp -d)"
+    find extensions/molecule -mindepth 2 -name molecule.yml ! -path 'extensions/molecule/default/*' -printf '%h\n' | xargs -n1 basename | sort \
+        | xargs -P "${MOLECULE_WORKERS:-2}" -I{} bash -c '
+            began=${SECONDS}
+            if molecule test -s "$1" > "$2/$1.log" 2>&1; then echo "molecule $1: passed in $((SECONDS - began))s"
+            else echo "molecule $1: FAILED in $((SECONDS - began))s"; tail -n 200 "$2/$1.log"; exit 1; fi' _ {} "${logs}"
     rc=$?
+    rm -rf "${logs}"
     if ((rc == 0)); then
         record molecule passed $((SECONDS - start)) "${scenarios} scenarios"
     else
-        record molecule failed $((SECONDS - start)) "exit code ${rc}"
+        record molecule failed $((SECONDS - start)) "a scenario failed (exit code ${rc}); its output is above"
     fi
 }
 
@@ -230,14 +239,15 @@ debian_packages_for() {  # tier
 run_tier() {
     case "$1" in
         unit) pytest_tier unit tests/unit ;;
-        # Integration tests mostly wait on simulated clusters and Ansible start-up, so two workers (one test file each:
-        # module-scoped simulators stay in one process) on two cores. Three were faster (688 s against 861 s, issue 16) but
-        # starved the simulated clusters: the rehearsal inside the cluster-mode proof then saw extra moves (issue 17). The tests
+        # Integration tests mostly wait on simulated clusters and Ansible start-up (a load of about 1.4 on two cores with two
+        # workers), so three workers, one test file each (module-scoped simulators stay in one process): 982 s against 1211 s
+        # with two on a clean clone. The slowest tests are listed after the run (--durations). The tests
         # not marked `simulator` run once, inside test_cluster_mode.py's proof of `make test-cluster` against a
         # simulator (every one of them must pass there), rather than a second time here.
         integration) debian_packages_for integration && pytest_tier integration tests/integration -m simulator \
-                         -n "${INTEGRATION_WORKERS:-2}" --dist loadfile ;;
-        kubesim) pytest_tier kubesim tests/kubesim/tests ;;
+                         -n "${INTEGRATION_WORKERS:-3}" --dist loadfile --durations=15 ;;
+        # The simulator's own tests start their servers on free ports: two workers, one per core.
+        kubesim) pytest_tier kubesim tests/kubesim/tests -n "${KUBESIM_WORKERS:-2}" ;;
         sanity) sanity_tier ;;
         lint) lint_tier ;;
         docs) docs_tier ;;

@@ -115,7 +115,7 @@ class FaultRule:
         if self.retry_after is not None:
             data["retryAfter"] = self.retry_after
         if self.armed_by is not None:
-            data["armedBy"] = {k: list(v) if isinstance(v, tuple) else v for k, v in self.armed_by.items()}
+            data["armedBy"] = show_armed_by(self.armed_by)
             data["armed"] = self.armed_at is not None
         return data
 
@@ -167,14 +167,8 @@ class Faults:
         if unknown:
             raise ValueError(f"unknown fault field(s) {sorted(unknown)}; known: {sorted(known)}")
         matching = {name: _match_value(name, spec.get(name)) for name in _FIELDS}
-        armed_by = spec.get("armedBy")
-        if armed_by is not None:
-            if not isinstance(armed_by, dict) or not armed_by or set(armed_by) - set(_FIELDS):
-                raise ValueError(f"armedBy must be a non-empty mapping of {list(_FIELDS)}")
-            armed_by = {name: _match_value(f"armedBy.{name}", value) for name, value in armed_by.items()}
-        seconds = spec.get("seconds")
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
-            raise ValueError("seconds must be a number of seconds > 0")
+        armed_by = parse_armed_by(spec.get("armedBy"))
+        seconds = seconds_value("seconds", spec.get("seconds"))
         if spec.get("component") == "virt-handler":
             self._check_handler_rule(spec, matching)
         elif spec.get("migration") is not None:
@@ -210,7 +204,7 @@ class Faults:
                              retry_after=spec.get("retryAfter"), latency=float(spec.get("latency") or 0),
                              drop=bool(spec.get("drop")), warning=spec.get("warning"), rate=None if rate is None else float(rate),
                              count=spec.get("count"), seed=spec.get("seed"), migration=spec.get("migration"),
-                             seconds=None if seconds is None else float(seconds), armed_by=armed_by,
+                             seconds=seconds, armed_by=armed_by,
                              armed_at=None if armed_by is not None else time.monotonic())
             rule._rng = random.Random(rule.seed if rule.seed is not None else rule.id)
             self._rules.append(rule)
@@ -245,8 +239,7 @@ class Faults:
             action = None
             now = time.monotonic()
             for rule in list(self._rules):
-                if rule.armed_at is None and not request.get("component") and not request.get("dry_run") and \
-                        _matches(rule.armed_by or {}, request):
+                if rule.armed_at is None and arms(rule.armed_by or {}, request):
                     rule.armed_at = now
                 if rule.expired(now):
                     self._rules.remove(rule)
@@ -299,6 +292,35 @@ def inject(cluster, component: str, verb: str, resource: str, namespace: str | N
                             "namespace": namespace, "name": name, "dry_run": dry_run})
     if action is not None and action.status:
         raise ApiError(action.status, action.reason or "InternalError", action.message or "")
+
+
+def seconds_value(name: str, value: Any, zero: bool = False) -> float | None:
+    """A number of real seconds given as `name` (None: not given): > 0, or >= 0 with `zero`."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero):
+        raise ValueError(f"{name} must be a number of seconds {'>=' if zero else '>'} 0")
+    return float(value)
+
+
+def parse_armed_by(value: Any) -> dict | None:
+    """An `armedBy` match as given (None: not armed by a request), each field checked as a rule's match field."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not value or set(value) - set(_FIELDS):
+        raise ValueError(f"armedBy must be a non-empty mapping of {list(_FIELDS)}")
+    return {name: _match_value(f"armedBy.{name}", field_value) for name, field_value in value.items()}
+
+
+def show_armed_by(armed_by: dict) -> dict:
+    """An `armedBy` match as the admin endpoint shows it (lists as given)."""
+    return {name: list(value) if isinstance(value, tuple) else value for name, value in armed_by.items()}
+
+
+def arms(armed_by: dict, request: dict) -> bool:
+    """Whether `request` arms what waits for `armed_by`: a real (not dry-run) HTTP request (not a component's
+    internal call) that matches it."""
+    return not request.get("component") and not request.get("dry_run") and _matches(armed_by, request)
 
 
 def _match_value(name: str, value: Any) -> Any:

@@ -1,5 +1,6 @@
 """The HTTP layer: Kubernetes REST paths for several clusters on one port, content negotiation (JSON,
-Table, protobuf request bodies), watch streams, warnings, faults, and the `/_kubesim/` admin endpoint.
+Table, protobuf request bodies), watch streams, warnings, faults, outages (the listener closed and opened again,
+outage.py), and the `/_kubesim/` admin endpoint.
 
 Cluster routing: `/clusters/<name>/...` addresses a cluster by name; paths without that prefix address the
 default cluster (`workload`)."""
@@ -7,7 +8,9 @@ from __future__ import annotations
 
 import json
 import queue
+import selectors
 import socket
+import socketserver
 import ssl
 import sys
 import threading
@@ -25,6 +28,7 @@ from .errors import ApiError
 from .faults import Faults
 from .kubevirt import subresources as kubevirt_api
 from .metrics import api as metrics_api, prometheus, usage as metrics_usage
+from .outage import Busy, Outage
 from .rbac import Attributes, Authorizer, User
 from .resources import ResourceType
 from .store import ERROR, encode
@@ -97,6 +101,10 @@ class KubeSimServer(ThreadingHTTPServer):
         self.verbose = verbose
         self.stopping = threading.Event()
         self.bookmark_interval = watchlist.BOOKMARK_FREQUENCY   # seconds between periodic bookmarks (tests: less)
+        self._network = threading.Lock()     # the listener and the open connections, which an outage replaces and cuts
+        self._accepting = selectors.DefaultSelector()
+        self._connections: dict = {}         # open connection -> whether an outage cut it
+        self.outage = Outage(self)
         super().__init__(address, Handler)
 
     @property
@@ -104,11 +112,69 @@ class KubeSimServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
+    def fileno(self) -> int:
+        """What serve_forever polls: the selector (epoll, kqueue) watching the listener of the moment, readable
+        while a connection waits there. An outage closes the listener and later opens another; serve_forever would
+        poll the closed one's number (spinning on it, or on whatever socket gets that number next)."""
+        return self._accepting.fileno()
+
+    def server_activate(self) -> None:
+        """Listen; non-blocking, so that an accept after a stale poll (the listener swapped meanwhile) never waits."""
+        super().server_activate()
+        self.socket.setblocking(False)
+        self._accepting.register(self.socket, selectors.EVENT_READ)
+
     def get_request(self):
-        sock, address = super().get_request()
-        if self.tls is not None:
-            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        with self._network:   # an outage does not close the listener under an accept
+            sock, address = super().get_request()    # OSError (closed, nothing waiting): serve_forever goes on
+            sock.setblocking(True)                   # the handler's blocking reads and writes
+            if self.tls is not None:
+                sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            self._connections[sock] = False
         return sock, address
+
+    def shutdown_request(self, request) -> None:
+        with self._network:   # forgotten before it is closed, so an outage never shuts down a reused descriptor
+            self._connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def go_away(self, keep=None) -> int:
+        """An outage begins: close the listener (connects are refused) and shut down the open connections but
+        `keep` (their clients read EOF); answers how many were cut."""
+        with self._network:
+            self._accepting.unregister(self.socket)
+            self.socket.close()
+            cut = [connection for connection in self._connections if connection is not keep]
+            for connection in cut:
+                self._connections[connection] = True
+                try:   # the OS socket's shutdown: SSLSocket.shutdown would drop the TLS state the handler is using
+                    socket.socket.shutdown(connection, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            return len(cut)
+
+    def come_back(self) -> None:
+        """The outage ends: listen on the same address again (SO_REUSEADDR: the cut connections' TIME_WAIT holds
+        the port); OSError when someone else took it meanwhile."""
+        with self._network:
+            if self.stopping.is_set():
+                return
+            self.socket = socket.socket(self.address_family, self.socket_type)
+            try:
+                socketserver.TCPServer.server_bind(self)   # HTTPServer's would look the host name up again
+                self.server_activate()
+            except OSError:
+                self.socket.close()
+                raise
+
+    def connection_cut(self, connection) -> bool:
+        """Whether an outage shut this connection down (a quiet watch then ends without waiting for a write to fail)."""
+        return self._connections.get(connection, False)
+
+    def server_close(self) -> None:
+        with self._network:
+            super().server_close()
+            self._accepting.close()
 
     def finish_request(self, request, client_address) -> None:
         if self.tls is not None and not self._handshake(request, client_address):
@@ -140,6 +206,7 @@ class KubeSimServer(ThreadingHTTPServer):
 
     def shutdown_all(self) -> None:
         self.stopping.set()
+        self.outage.stop()
         for cluster in self.clusters.values():
             cluster.store.stop_all_watches()
         self.shutdown()
@@ -238,9 +305,12 @@ class Handler(BaseHTTPRequestHandler):
         namespace = route.namespace if route else None
         if route is not None and route.rt.key == "namespaces" and not route.namespace:
             namespace = route.name      # RequestInfo: a Namespace object's namespace is its name
-        action = faults.decide({"cluster": cluster.name, "verb": verb, "resource": resource, "namespace": namespace,
-                                "name": route.name if route else None,
-                                "dry_run": self._requested_dry_run(verb, route, query, body)})
+        request = {"cluster": cluster.name, "verb": verb, "resource": resource, "namespace": namespace,
+                   "name": route.name if route else None, "dry_run": self._requested_dry_run(verb, route, query, body)}
+        if self.server.outage.observe(request):   # it began an outage, which cut this connection too: no answer
+            self.close_connection = True
+            return
+        action = faults.decide(request)
         if action is not None:
             self._injected_warnings = list(action.warnings)
             if action.latency:
@@ -604,7 +674,7 @@ class Handler(BaseHTTPRequestHandler):
         interval = self.server.bookmark_interval
         due = watchlist.next_bookmark(now, deadline, interval) if options.allow_watch_bookmarks else None
         try:
-            while not self.server.stopping.is_set():
+            while not self.server.stopping.is_set() and not self.server.connection_cut(self.connection):
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     break
@@ -676,6 +746,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._send_json(200, {"removed": removed})
             else:
                 self._send_json(200, {"faults": faults.rules()})
+        elif topic == "outage":
+            self._admin_outage(method, data)
         elif topic == "users" and method == "POST":
             if data.get("certificate"):
                 raise errors.bad_request("certificates are made at start for the scenario's users; "
@@ -706,6 +778,24 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"appended": len(data.get("lines", []))})
         else:
             raise errors.page_not_found()
+
+    def _admin_outage(self, method: str, data: dict) -> None:
+        """`POST /_kubesim/outage {"seconds", "after", "armedBy"}` arms an outage (outage.py); one that begins at once
+        has closed the listener and cut the other connections before this answer goes out, and this connection
+        closes after it. GET: the outage armed or going on and the record; DELETE: drop an armed one."""
+        outage = self.server.outage
+        if method == "POST":
+            try:
+                report = outage.arm(data, keep=self.connection)
+            except ValueError as exc:
+                raise errors.bad_request(str(exc)) from None
+            except Busy as exc:
+                raise ApiError(409, "Conflict", str(exc)) from None
+            self._send_json(201, report, headers={"Connection": "close"} if report["active"] else None)
+        elif method == "DELETE":
+            self._send_json(200, {"cancelled": outage.cancel()})
+        else:
+            self._send_json(200, outage.report())
 
     def _admin_usage(self, method: str, query: dict, data: dict) -> None:
         """`POST /_kubesim/usage {"cluster", "vm", "cpu", "memory"}` sets a VM's load; GET answers the snapshot."""

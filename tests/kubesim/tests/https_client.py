@@ -51,9 +51,15 @@ def _body(response) -> Any:
     return json.loads(raw or b"null") if "json" in (response.headers.get("Content-Type") or "") else raw.decode()
 
 
+def kubectl_run(sim, *args: str) -> subprocess.CompletedProcess:
+    """kubectl with the run's kubeconfig (started with a workdir), whatever its exit code."""
+    return subprocess.run(["kubectl", "--kubeconfig", sim.kubeconfig_path, *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "KUBECACHEDIR": os.path.dirname(sim.kubeconfig_path)},
+                          check=False)
+
+
 def kubectl(sim, *args: str) -> str:
     """kubectl's standard output with the run's kubeconfig (started with a workdir); fails the test on an error."""
-    result = subprocess.run(["kubectl", "--kubeconfig", sim.kubeconfig_path, *args], capture_output=True, text=True,
-                            timeout=60, env={**os.environ, "KUBECACHEDIR": os.path.dirname(sim.kubeconfig_path)}, check=False)
+    result = kubectl_run(sim, *args)
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -44,14 +44,20 @@ def configmap(name: str, labels: dict | None = None, **data) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
+def connect(server: KubeSimServer, context=None) -> http.client.HTTPConnection:
+    """A connection to the server, over TLS with `context` (a Simulator's `client_context()`)."""
+    host, port = server.server_address[:2]
+    if context is not None:
+        return http.client.HTTPSConnection(host, port, timeout=30, context=context)
+    return http.client.HTTPConnection(host, port, timeout=30)
+
+
 class Stream:
     """A watch response read in a thread: `next()` is the next event (None when the stream ended); over TLS with
     `context` (a Simulator's `client_context()`)."""
 
     def __init__(self, server: KubeSimServer, path: str, accept: str | None = None, context=None):
-        host, port = server.server_address[:2]
-        connection = http.client.HTTPSConnection(host, port, timeout=30, context=context) if context else \
-            http.client.HTTPConnection(host, port, timeout=30)
+        connection = connect(server, context)
         connection.request("GET", path, headers={"Accept": accept} if accept else {})
         self.socket = connection.sock   # kept to end the stream from this side (a close would wait for the reader)
         self.response = connection.getresponse()
@@ -64,8 +70,8 @@ class Stream:
             for line in self.response:
                 if line.strip():
                     self.events.put(json.loads(line))
-        except OSError:
-            pass   # closed by this side
+        except (OSError, http.client.HTTPException):
+            pass   # closed by this side, or cut by the server (an outage: a chunk never completed)
         finally:
             self.events.put(None)
 
