@@ -14,7 +14,9 @@ options:
   api_retries:
     description:
       - How many times one API request is retried after an answer that may change, that is HTTP 429 (too many requests),
-        500, 502, 503, 504, or a connection that failed or was dropped without an answer.
+        500, 502, 503, 504.
+      - A connection that is refused, or dropped without an answer (an API server restarting during an upgrade), is retried
+        until I(api_timeout) runs out, however many times that takes.
       - The wait before a retry is what the server asks for in C(Retry-After), else 0.5 s doubling up to 10 s.
       - Other errors (401, 403, 404 on an object, 422, certificate errors) are not retried.
     type: int

@@ -115,8 +115,10 @@ def test_policy_update_retried_after_503s_lands_once_and_exactly(fresh, tmp_path
 def test_policy_update_dropped_every_time_fails_and_leaves_the_policy_as_it_was(fresh, tmp_path):
     before = cluster_state(fresh)
     fresh.add_fault(verb="update", resource="configmaps", namespace="descheduler", drop=True)
-    result = call_module(POLICY, policy_args(fresh, tmp_path, api_retries=2))
+    # a connection cut without an answer is retried until api_timeout (whatever api_retries says), so the bound is the timeout
+    result = call_module(POLICY, policy_args(fresh, tmp_path, api_retries=2, api_timeout=8))
     assert result["failed"] and result["msg"].startswith("update configmap descheduler/descheduler: no answer from the API server")
+    assert "api_timeout" in result["msg"]
     fresh.clear_faults()
     assert cluster_state(fresh) == before
     # the backup of the untouched ConfigMap was taken before the write: it restores to what is there now

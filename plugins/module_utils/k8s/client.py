@@ -11,7 +11,8 @@
   looked up by kind in whatever group serves them); a kind that is not served is `None` or `KindNotServed`.
 - Lists are paged (`limit`/`continue`) and return plain dicts (no per-object wrappers, so ten thousand VMIs
   cost what their JSON costs).
-- Every request is retried on 429, 5xx and connection errors, waiting as long as `Retry-After` asks or
+- Every request is retried on 429, 5xx (`api_retries` times) and connection errors (until the deadline: an API server
+  that restarts refuses connections for a while), waiting as long as `Retry-After` asks or
   with exponential backoff, and never past the `api_timeout` deadline; what fails for good becomes an
   `ApiFailure` carrying the request, the HTTP status, the Kubernetes reason and message.
 - The verbs the collection uses: get, list, create, replace (with the object's resourceVersion), patch by
@@ -251,8 +252,12 @@ class Client:
         return self._deadline - self._clock()
 
     def call(self, request: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run `func` (one API round trip), retrying what may succeed later, within the deadline."""
+        """Run `func` (one API round trip), retrying what may succeed later, within the deadline. Answers that may change
+        (429, 5xx) are retried `retries` times; a connection refused or cut before an answer (an API server restarting in
+        an upgrade, a load balancer failing over) is retried until the deadline, so that an outage shorter than
+        `api_timeout` is survived whatever `api_retries` says."""
         attempt = 0
+        answered = 0
         while True:
             attempt += 1
             if self.remaining() <= 0:
@@ -265,7 +270,8 @@ class Client:
                 failure = classify(error)
                 if failure is None:
                     raise
-                if not failure.retryable or attempt > self.retries:
+                answered += 1 if failure.status else 0
+                if not failure.retryable or answered > self.retries:
                     raise ApiFailure(request, failure.status, failure.reason, failure.message, attempts=attempt) from error
                 delay = failure.retry_after if failure.retry_after is not None else min(MAX_DELAY, BASE_DELAY * 2 ** (attempt - 1))
                 if delay >= self.remaining():

@@ -75,6 +75,19 @@ def test_5xx_and_dropped_connections_back_off_exponentially():
     assert [r["status"] for r in connection.retried] == [503, 500, 0, 0, 504]
 
 
+def test_refused_connections_are_retried_until_the_deadline_whatever_api_retries_says():
+    refused = urllib3.exceptions.MaxRetryError(None, "/version", urllib3.exceptions.NewConnectionError(None, "Connection refused"))
+    api = FakeApi(script=[refused] * 6 + [{"gitVersion": "v1.35.0"}])   # an API server restarting for about 25 s
+    connection, clock = connect(api, retries=2, timeout=120)
+    assert connection.server_version()["gitVersion"] == "v1.35.0"
+    assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0]
+    gone = FakeApi(script=[refused] * 40)   # gone for longer than api_timeout: the last answer, with the fix
+    connection, clock = connect(gone, retries=2, timeout=30)
+    with pytest.raises(ApiFailure) as caught:
+        connection.server_version()
+    assert caught.value.status == 0 and sum(clock.sleeps) < 30 and "api_timeout" in caught.value.message
+
+
 def test_gives_up_after_api_retries_with_the_api_reason():
     api = FakeApi(script=[status_error(503, "ServiceUnavailable", "etcd is down")] * 3)
     connection, _clock = connect(api, retries=2)
