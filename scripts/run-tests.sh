@@ -179,6 +179,7 @@ molecule_tier() {
     # step here). Each scenario's output goes to its log, printed whole when it failed.
     local logs
     logs="$(mktemp -d)"
+    # shellcheck disable=SC2016  # the positional parameters are the inner bash's, expanded there
     find extensions/molecule -mindepth 2 -name molecule.yml ! -path 'extensions/molecule/default/*' -printf '%h\n' | xargs -n1 basename | sort \
         | xargs -P "${MOLECULE_WORKERS:-2}" -I{} bash -c '
             began=${SECONDS}

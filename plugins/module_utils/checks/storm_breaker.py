@@ -79,14 +79,7 @@ def evaluate(found: dict, max_failed: int, max_per_vm: int, window: int) -> dict
 # ------------------------------------------------------------------------------------------ the record on the workload
 def read_record(workload: Optional[dict]) -> Optional[dict]:
     """The breaker's record on the workload (what it changed and why); None without one, or when it is not a JSON object."""
-    text = kv.annotations(workload).get(BREAKER_RECORD)
-    if not text:
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
+    return kv.json_annotation(workload, BREAKER_RECORD)
 
 
 def paused(kind: str, workload: dict) -> bool:

@@ -19,6 +19,7 @@ What an eviction of a virt-launcher Pod does follows the request path of the API
 
 from __future__ import annotations
 
+import json
 from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.findings import finding
@@ -88,6 +89,19 @@ def labels(obj: Optional[dict]) -> Dict[str, str]:
 
 def annotations(obj: Optional[dict]) -> Dict[str, str]:
     return meta(obj).get("annotations") or {}
+
+
+def json_annotation(obj: Optional[dict], key: str) -> Optional[dict]:
+    """A record the collection keeps in an annotation as a JSON object; None without one, or when it is not one (a
+    record nobody can read is treated as absent)."""
+    text = annotations(obj).get(key)
+    if not text:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def ref(obj: Optional[dict]) -> Tuple[str, str]:

@@ -22,6 +22,7 @@ KINDS = {
     "VirtualMachineInstance": resource("VirtualMachineInstance", "virtualmachineinstances", "kubevirt.io"),
     "VirtualMachineInstanceMigration": resource("VirtualMachineInstanceMigration", "virtualmachineinstancemigrations", "kubevirt.io"),
     "ResourcePatch": resource("ResourcePatch", "resourcepatches", "operator.alauda.io", "v1alpha1"),
+    "Lease": resource("Lease", "leases", "coordination.k8s.io"),
 }
 
 
@@ -83,6 +84,34 @@ class MemoryCluster:
             found.update(changed)
         return copy.deepcopy(changed)
 
+    def create(self, res: Any, body: dict, namespace: Optional[str] = None, dry_run: bool = False) -> dict:
+        """POST: 409 AlreadyExists for a taken name; the stored object gets resourceVersion 1."""
+        self.requests.append(("create", res.kind, namespace, body["metadata"]["name"], copy.deepcopy(body), dry_run))
+        if self.find(res.kind, body["metadata"]["name"], namespace) is not None:
+            raise ApiFailure("create", 409, "AlreadyExists", '{0} "{1}" already exists'.format(res.name, body["metadata"]["name"]))
+        stored = copy.deepcopy(body)
+        stored["metadata"].update(namespace=namespace, resourceVersion="1")
+        if not dry_run:
+            self.objects.setdefault(res.kind, []).append(copy.deepcopy(stored))
+        return stored
+
+    def replace(self, res: Any, body: dict, namespace: Optional[str] = None, dry_run: bool = False, request: Optional[str] = None) -> dict:
+        """PUT with the object's resourceVersion: 409 Conflict when it changed since; the stored one's version + 1."""
+        name = body["metadata"]["name"]
+        self.requests.append(("replace", res.kind, namespace, name, copy.deepcopy(body), dry_run))
+        found = self.find(res.kind, name, namespace)
+        if found is None:
+            raise ApiFailure(request or "update", 404, "NotFound", '{0} "{1}" not found'.format(res.name, name))
+        if body["metadata"].get("resourceVersion") != found["metadata"].get("resourceVersion"):
+            raise ApiFailure(request or "update", 409, "Conflict", "the object has been modified; please apply your changes to the latest "
+                                                                   "version and try again")
+        stored = copy.deepcopy(body)
+        stored["metadata"]["resourceVersion"] = str(int(found["metadata"]["resourceVersion"]) + 1)
+        if not dry_run:
+            found.clear()
+            found.update(copy.deepcopy(stored))
+        return stored
+
     def delete(self, res: Any, name: str, namespace: Optional[str] = None, dry_run: bool = False, request: Optional[str] = None, **_options):
         self.requests.append(("delete", res.kind, namespace, name, dry_run))
         if not dry_run:
@@ -90,7 +119,7 @@ class MemoryCluster:
         return {"kind": "Status", "status": "Success"}
 
     def writes(self) -> List[tuple]:
-        return [r for r in self.requests if r[0] in ("patch", "delete")]
+        return [r for r in self.requests if r[0] in ("patch", "delete", "create", "replace")]
 
     # ---------------------------------------------------------------------------------- watches
     def watch(self, res: Any, namespace=None, label_selector=None, resource_version=None, timeout=60, field_selector=None):
