@@ -8,7 +8,8 @@
 # Tiers: unit, integration, kubesim (pytest), sanity (ansible-test), lint (ansible-lint), docs (antsibull-docs),
 # molecule; and cluster (`make test-cluster`, only when named: it runs against the cluster $KUBECONFIG names).
 # A tier with nothing to run (no test files, no scenarios) is reported as "no tests" and counts
-# neither as passed nor as failed. A pytest tier that has test files but collects none fails.
+# neither as passed nor as failed. A pytest tier that has test files but collects none fails. With other tiers to
+# run, the integration tier runs beside them (TIERS_ONE_AT_A_TIME=1: every tier in turn).
 # Expects the environment `make` sets up (scripts/bootstrap.sh, PATH with .venv/bin,
 # ANSIBLE_COLLECTIONS_PATH); `make test` is the way to call it.
 set -uo pipefail
@@ -258,13 +259,42 @@ run_tier() {
     esac
 }
 
+# A tier run beside the others: its output in `log`, its table rows (tab-separated) in `rows` when it ends.
+tier_in_background() {  # tier log rows
+    local i
+    RESULT_TIER=() RESULT_STATE=() RESULT_SECONDS=() RESULT_NOTE=()
+    run_tier "$1" >"$2" 2>&1
+    for i in "${!RESULT_TIER[@]}"; do
+        printf '%s\t%s\t%s\t%s\n' "${RESULT_TIER[i]}" "${RESULT_STATE[i]}" "${RESULT_SECONDS[i]}" "${RESULT_NOTE[i]}"
+    done >"$3"
+}
+
 main() {
-    local tier i passed=0 failed=0
+    local tier i passed=0 failed=0 background_pid="" background_log="" background_rows="" row_tier row_state row_seconds row_note
     local -a tiers=("$@")
     ((${#tiers[@]})) || tiers=("${ALL_TIERS[@]}")
     for tier in "${tiers[@]}"; do
+        # The integration tier mostly waits on simulated clusters (about 1.2 of two cores busy): with other tiers to
+        # run, it runs beside them, its output printed when it ends (TIERS_ONE_AT_A_TIME=1: each tier in turn).
+        if [[ "${tier}" == integration && ${#tiers[@]} -gt 1 && "${TIERS_ONE_AT_A_TIME:-0}" != 1 ]]; then
+            background_log="$(mktemp "${TMPDIR:-/tmp}/integration-XXXXXX.log")"
+            background_rows="${background_log%.log}.rows"
+            banner "integration: started beside the next tiers; its output follows when it ends (as it comes: ${background_log})"
+            tier_in_background integration "${background_log}" "${background_rows}" &
+            background_pid=$!
+            continue
+        fi
         run_tier "${tier}"
     done
+    if [[ -n "${background_pid}" ]]; then
+        wait "${background_pid}"
+        cat "${background_log}"
+        while IFS=$'\t' read -r row_tier row_state row_seconds row_note; do
+            record "${row_tier}" "${row_state}" "${row_seconds}" "${row_note} (beside the other tiers)"
+        done <"${background_rows}"
+        [[ -s "${background_rows}" ]] || record integration failed 0 "ended without a result; its output is above"
+        rm -f "${background_log}" "${background_rows}"
+    fi
 
     printf '\n%-12s %-9s %6s  %s\n' tier result time note
     for i in "${!RESULT_TIER[@]}"; do

@@ -30,6 +30,9 @@ description:
     validation and admission run and a refusal fails the task; nothing is stored and no backup is written.
   - I(state=restored) re-applies the data of a backup file exactly. I(state=absent) deletes the ResourcePatches that override the
     ConfigMap, so the chart restores its own policy, and waits until the ConfigMap shows it.
+  - Where ResourcePatches override the ConfigMap and the backup is the chart's rendering (taken while none did, or equal to the
+    newest such backup in I(backup_dir)), I(state=restored) restores it as I(state=absent) does, since writing it would pin
+    the chart's text in one more ResourcePatch.
   - With I(plan=true) the result has the plan, what LowNodeUtilization would do with this policy now (see RETURN).
   - Balancing by actual usage instead of requests (I(metrics_source)) renders LowNodeUtilization C(metricsUtilization) and the
     policy's C(metricsProviders) entry; a Prometheus token is never written into the policy, only the Secret that holds it is

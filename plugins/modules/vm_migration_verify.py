@@ -84,6 +84,14 @@ options:
       - The name of the Descheduler CronJob or Deployment, used when none carries C(app.kubernetes.io/name=descheduler).
     type: str
     default: descheduler
+  run_log_lines:
+    description:
+      - Lines of the Descheduler's log the caller read already (C(log_lines) of M(kubevirt_ops.rebalance.descheduler_run)),
+        evidence of the trigger that stays when the run's Job and Pods are gone before the migrations are verified (a
+        CronJob keeps only its last Jobs; a watch cut by an API outage misses the eviction's annotation).
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubevirt_ops.rebalance.connection

@@ -184,12 +184,12 @@ def playbook_command(target, playbook: Path, variables: Optional[dict], workdir:
 
 
 @contextmanager
-def playbook_in_background(command: list, workdir: Path, log: Path) -> Iterator[subprocess.Popen]:
+def playbook_in_background(command: list, workdir: Path, log: Path, env: Optional[dict] = None) -> Iterator[subprocess.Popen]:
     """`command` (playbook_command) started in a session of its own, as a terminal's foreground process group, its
-    output in `log` as it comes; killed at the end when it still runs."""
+    output in `log` as it comes, with more environment `env`; killed at the end when it still runs."""
     with tempfile.TemporaryDirectory(prefix="ans-") as temp, open(log, "w", encoding="utf-8") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env=ansible_env(workdir, temp, PYTHONUNBUFFERED="1"))
+                                   env=ansible_env(workdir, temp, PYTHONUNBUFFERED="1", **(env or {})))
         try:
             yield process
         finally:

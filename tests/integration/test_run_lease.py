@@ -12,54 +12,25 @@ import os
 import signal
 
 import pytest
-import yaml
 
 from support.waiting import wait_for
 
 from .ansible_run import playbook_command, playbook_in_background, run_ansible_module, run_playbook
 from .conftest import ROOT
+from .run_record import lease, rebalance_state, rebalance_variables, record
 
 pytestmark = pytest.mark.simulator
 
 PLAYBOOKS = ROOT / "playbooks"
-REBALANCE = {**yaml.safe_load((ROOT / "inventories" / "simulator" / "group_vars" / "all.yml").read_text()), "rebalance_trigger": "create"}
-LEASE = ("-n", "kube-system", "lease", "kubevirt-ops-run")
-
-
-def variables(tmp_path, **more) -> dict:
-    """The rebalance variables, with reports and backups under the test's directory (both runs of a test share them)."""
-    return {**REBALANCE, "reports_dir": str(tmp_path / "reports"), "backup_dir": str(tmp_path / "backups"), **more}
-
-
-def lease(sim) -> dict:
-    found = sim.kubectl("get", *LEASE, "-o", "json", check=False)
-    return json.loads(found.stdout) if found.returncode == 0 else {}
-
-
-def record(sim) -> dict:
-    return json.loads(((lease(sim).get("metadata") or {}).get("annotations") or {}).get("kubevirt-ops.io/run") or "{}")
-
-
-def state(sim) -> dict:
-    """What a rebalance changes and a rollback must restore: the policy text, the CronJob's suspend, ResourcePatches,
-    migrations not final, and each VM's UID."""
-    configmap = sim.kubectl_json("-n", "descheduler", "get", "configmap", "descheduler")
-    cronjob = sim.kubectl_json("-n", "descheduler", "get", "cronjob", "descheduler")
-    vmims = sim.kubectl_json("get", "vmim", "-A")["items"]
-    return {"policy": configmap["data"]["policy.yaml"], "suspend": bool(cronjob["spec"].get("suspend")),
-            "resourcepatches": [p["metadata"]["name"] for p in sim.kubectl_json("-n", "descheduler", "get", "resourcepatch")["items"]],
-            "pending": [m["metadata"]["name"] for m in vmims if m["status"].get("phase") not in ("Succeeded", "Failed")],
-            "uids": {v["metadata"]["name"]: v["metadata"]["uid"] for v in sim.kubectl_json("-n", "desched-test", "get", "vmi")["items"]}}
 
 
 def test_two_runs_at_once_one_proceeds_and_the_other_fails_before_any_write_naming_the_holder(fresh_kubesim, tmp_path):
     sim = fresh_kubesim("rebalance-two-workers")
-    chart = state(sim)
+    chart = rebalance_state(sim)
     runs = {}
-    with playbook_in_background(playbook_command(sim, PLAYBOOKS / "rebalance.yml", variables(tmp_path, rebalance_rollback_at_end=True), tmp_path / "a"),
-                                tmp_path, tmp_path / "a.log") as first, \
-            playbook_in_background(playbook_command(sim, PLAYBOOKS / "rebalance.yml", variables(tmp_path, rebalance_rollback_at_end=True),
-                                                    tmp_path / "b"), tmp_path, tmp_path / "b.log") as second:
+    both = rebalance_variables(tmp_path, rebalance_rollback_at_end=True)
+    with playbook_in_background(playbook_command(sim, PLAYBOOKS / "rebalance.yml", both, tmp_path / "a"), tmp_path, tmp_path / "a.log") as first, \
+            playbook_in_background(playbook_command(sim, PLAYBOOKS / "rebalance.yml", both, tmp_path / "b"), tmp_path, tmp_path / "b.log") as second:
         runs["a"], runs["b"] = first.wait(timeout=300), second.wait(timeout=300)
     logs = {name: (tmp_path / f"{name}.log").read_text() for name in runs}
     assert sorted(runs.values())[0] == 0 and sorted(runs.values())[1] != 0, (runs, logs)
@@ -68,7 +39,7 @@ def test_two_runs_at_once_one_proceeds_and_the_other_fails_before_any_write_nami
     assert "@" in refused.split("cluster is busy", 1)[1].split("\n", 1)[0] and "Nothing was changed by this run" in refused
     assert "TASK [Configure a bounded VM rebalance policy]" not in refused   # stopped before the backup and the apply
     assert record(sim)["status"] == "complete" and "holderIdentity" not in lease(sim)["spec"]
-    assert state(sim)["policy"] == chart["policy"]
+    assert rebalance_state(sim)["policy"] == chart["policy"]
 
     # after the first run ended, a new run takes the lease (a module call is enough to prove it)
     taken = run_ansible_module(sim, "kubevirt_ops.rebalance.run_lease", {"run_id": "next", "playbook": "rebalance", "kubeconfig": sim.kubeconfig})
@@ -77,23 +48,23 @@ def test_two_runs_at_once_one_proceeds_and_the_other_fails_before_any_write_nami
 
 def test_a_killed_rebalance_blocks_the_next_until_rollback_restores_the_cluster_from_its_record(fresh_kubesim, tmp_path):
     sim = fresh_kubesim("rebalance-two-workers")
-    before = state(sim)
-    command = playbook_command(sim, PLAYBOOKS / "rebalance.yml", variables(tmp_path), tmp_path / "killed")
+    before = rebalance_state(sim)
+    command = playbook_command(sim, PLAYBOOKS / "rebalance.yml", rebalance_variables(tmp_path), tmp_path / "killed")
     with playbook_in_background(command, tmp_path, tmp_path / "killed.log") as process:
         wait_for(lambda: record(sim).get("step") == "validate", timeout=180, what="the rebalance past its apply")
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
     killed = record(sim)
-    assert killed["status"] == "in_progress" and killed["backup"]["policy_file"] and state(sim)["policy"] != before["policy"]
+    assert killed["status"] == "in_progress" and killed["backup"]["policy_file"] and rebalance_state(sim)["policy"] != before["policy"]
 
-    refused = run_playbook(sim, PLAYBOOKS / "rebalance.yml", variables(tmp_path), name="refused", expect_failure=True)
+    refused = run_playbook(sim, PLAYBOOKS / "rebalance.yml", rebalance_variables(tmp_path), name="refused", expect_failure=True)
     assert f"the last rebalance run {killed['run_id']}" in refused.stdout and "stopped at step validate" in refused.stdout
     assert "playbooks/rollback.yml" in refused.stdout and record(sim)["run_id"] == killed["run_id"]
 
     rolled = run_playbook(sim, PLAYBOOKS / "rollback.yml", {"reports_dir": str(tmp_path / "reports"), "backup_dir": str(tmp_path / "backups")},
                           name="rollback")
     assert "Took over lease kube-system/kubevirt-ops-run" in rolled.stdout and "has ended" in rolled.stdout
-    after = state(sim)
+    after = rebalance_state(sim)
     assert after["policy"] == before["policy"] and after["suspend"] is False and after["resourcepatches"] == []
     assert after["pending"] == [] and after["uids"] == before["uids"]
     ended = record(sim)
@@ -122,5 +93,5 @@ def test_an_expired_lease_of_another_controller_is_taken_over_and_says_from_whom
 
 def test_check_mode_takes_no_lease(fresh_kubesim, tmp_path):
     sim = fresh_kubesim("rebalance-two-workers")
-    run_playbook(sim, PLAYBOOKS / "rebalance.yml", variables(tmp_path), check=True, name="check")
+    run_playbook(sim, PLAYBOOKS / "rebalance.yml", rebalance_variables(tmp_path), check=True, name="check")
     assert lease(sim) == {}

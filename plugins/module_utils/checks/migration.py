@@ -262,9 +262,11 @@ def check_trigger(required: str, trigger: Optional[str], decided: bool) -> dict:
 
 # ------------------------------------------------------------------------------------------ verdict
 def evaluate(entry: dict, vmi: Optional[dict], vm: Optional[dict], vmims: Iterable[dict], pods: Iterable[dict],
-             saw_descheduler_source: bool = False, log_records: Iterable[dict] = (), require_trigger: str = "any") -> dict:
+             saw_descheduler_source: bool = False, log_records: Iterable[dict] = (), require_trigger: str = "any",
+             log_read: bool = True) -> dict:
     """Every check for one baseline VMI; `verdict` is pass, fail or open; `moving` says that something started
-    (a migration, another node or UID, a stopped VMI), so that an untouched VM can be told from one in flight."""
+    (a migration, another node or UID, a stopped VMI), so that an untouched VM can be told from one in flight.
+    `log_read` False (the last read of the log failed): no line is no evidence, so the trigger stays open."""
     vmims = list(vmims)
     vmim = pick_migration(entry, vmi, vmims)
     checks = {
@@ -278,7 +280,7 @@ def evaluate(entry: dict, vmi: Optional[dict], vm: Optional[dict], vmims: Iterab
     trigger = classify_trigger(vmim, saw_descheduler_source or descheduler_source(vmi), lines)
     finished = vmim is not None and kv.migration_facts(vmim)["finished"]
     if require_trigger != "any":
-        checks[TRIGGER_CHECK] = check_trigger(require_trigger, trigger, finished)
+        checks[TRIGGER_CHECK] = check_trigger(require_trigger, trigger, finished and log_read)
     results = [c["result"] for c in checks.values()]
     verdict = FAIL if FAIL in results else (PASS if all(r == PASS for r in results) else OPEN)
     moving = vmim is not None or vmi is None or checks["node_changed"]["result"] == PASS or checks["uid_unchanged"]["result"] == FAIL

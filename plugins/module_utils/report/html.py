@@ -140,6 +140,8 @@ def header(document: dict) -> Markup:
         pairs.append(("check mode", "yes: nothing was changed; the report is the plan"))
     if document.get("failed_step") or document.get("status") == "failed":
         pairs.append(("failed step", shown(document.get("failed_step"))))
+    if mapping(document.get("lease")).get("message"):   # taken over from a dead or expired run
+        pairs.append(("lease", shown(document["lease"]["message"])))
     error = tag("pre", {"class": "error"}, document.get("error")) if document.get("error") else None
     title = "{0} report: {1}".format(shown(document.get("playbook")), shown(document.get("cluster")))
     return tag("header", None, tag("h1", None, title), facts_table(pairs), error)

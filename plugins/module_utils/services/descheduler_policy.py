@@ -360,9 +360,8 @@ def chart_backup(directory: str, cluster: str, configmap: dict) -> Optional[Tupl
             continue
         path = os.path.join(directory, name)
         try:
-            with open(path, encoding="utf-8") as handle:
-                if handle.readline() != CHART_MARK:
-                    continue
+            if not chart_marked(path):
+                continue
             backup = read_backup(path)
         except (OSError, InvalidOption):
             continue
@@ -371,6 +370,12 @@ def chart_backup(directory: str, cluster: str, configmap: dict) -> Optional[Tupl
         if same and (not all(uids) or uids[0] == uids[1]):
             return path, backup
     return None
+
+
+def chart_marked(path: str) -> bool:
+    """Whether the backup file at `path` starts with CHART_MARK (OSError when it cannot be read)."""
+    with open(os.path.expanduser(path), encoding="utf-8") as handle:
+        return handle.readline() == CHART_MARK
 
 
 def read_backup(path: str) -> dict:
@@ -576,6 +581,11 @@ def _restored(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Clus
                             "anyway, remove metadata.uid from the file.", path="backup_file")
     wanted = backup.get("data") or {}
     result["restored_from"] = options.backup_file
+    chart = _chart_rendering(options, cluster, configmap, backup)
+    if chart:
+        # ACP brings the chart's rendering back when its overrides are deleted; writing it would pin it in one more
+        # ResourcePatch (a run killed between its write and its record leaves only a backup to roll back from)
+        return _absent(options, check_mode, cluster, configmap, key, _text(configmap, key), result, chart=chart)
     if (configmap.get("data") or {}) == wanted:
         return result
     result["changed"] = True
@@ -585,8 +595,20 @@ def _restored(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Clus
     return _backup_and_write(options, cluster, configmap, dict(wanted), result)
 
 
+def _chart_rendering(options: DeschedulerPolicyOptions, cluster: Cluster, configmap: dict, backup: dict) -> Optional[Tuple[str, dict]]:
+    """Where ResourcePatches override `configmap`, whether `backup` (read from backup_file) is the chart's rendering:
+    marked so, or with the data of the newest marked backup in backup_dir; that backup's path and ConfigMap, else None
+    (no override to delete, or a backup of something else, which is written back)."""
+    if not desched.patches_touching(cluster.resource_patches() or [], [("ConfigMap", cluster.namespace, meta(configmap)["name"])]):
+        return None
+    if chart_marked(options.backup_file):
+        return options.backup_file, backup
+    known = chart_backup(options.backup_dir, _cluster_name(options, cluster), configmap)
+    return known if known and (known[1].get("data") or {}) == (backup.get("data") or {}) else None
+
+
 def _absent(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Cluster, configmap: dict, key: str, before_text: Optional[str],
-            result: dict) -> dict:
+            result: dict, chart: Optional[Tuple[str, dict]] = None) -> dict:
     patches = desched.patches_touching(cluster.resource_patches() or [], [("ConfigMap", cluster.namespace, meta(configmap)["name"])])
     result["resource_patches_removed"] = [p["name"] for p in patches]
     if not patches:
@@ -603,7 +625,7 @@ def _absent(options: DeschedulerPolicyOptions, check_mode: bool, cluster: Cluste
     # What to wait for: the reconciler's write (the text changes), or, when the chart's policy is known from a
     # backup taken while no ResourcePatch targeted the ConfigMap, that text; a ConfigMap that already holds it
     # (a restore of the chart's own text) gets no write at all, so waiting for a change would never end.
-    known = chart_backup(options.backup_dir, name, configmap)
+    known = chart or chart_backup(options.backup_dir, name, configmap)
     chart_text = _text(known[1], key) if known else None
     result["chart_policy_from"] = known[0] if known and chart_text is not None else None
     for patch in patches:

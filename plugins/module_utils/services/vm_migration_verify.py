@@ -8,6 +8,7 @@ descheduler log lines and the evidence files. Both modes only read, so check mod
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import time
@@ -15,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import migration as mc
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
@@ -36,6 +38,7 @@ ARG_SPEC = {
     "evidence_path": {"type": "path"},
     "descheduler_namespace": {"type": "str", "default": "descheduler"},
     "descheduler_name": {"type": "str", "default": "descheduler"},
+    "run_log_lines": {"type": "list", "elements": "str", "default": []},
     **PROGRESS_SPEC,
 }
 # the argument spec's checks, as AnsibleModule takes them (the module and tests/integration/module_call.py pass these)
@@ -57,6 +60,7 @@ class VmMigrationVerifyOptions(ModuleOptions):
     evidence_path: Optional[str]
     descheduler_namespace: str
     descheduler_name: str
+    run_log_lines: List[str]
     progress_every: int
     resume: Optional[dict]
 
@@ -155,10 +159,12 @@ class DeschedulerLog:
     """The log of the descheduler's Pods (a CronJob's last Jobs, or the Deployment's), parsed; read again only when
     asked for something new. The log is evidence, not a verdict: a read that fails is reported in `error`."""
 
-    def __init__(self, installation: DeschedulerInstallation) -> None:
+    def __init__(self, installation: DeschedulerInstallation, given: Optional[List[dict]] = None) -> None:
         self.installation = installation
         self.namespace = installation.namespace
-        self.records: List[dict] = []
+        # lines the caller read already (a run's own log): kept when the run's Job and Pods are gone (history limits)
+        self.given: List[dict] = given or []
+        self.records: List[dict] = list(self.given)
         self.reads = 0
         self.pods: List[str] = []
         self.error: Optional[str] = None
@@ -166,7 +172,7 @@ class DeschedulerLog:
     def read(self) -> List[dict]:
         self.reads += 1
         try:
-            self.records = self._read()
+            self.records = self.given + self._read()
             self.error = None
         except Exception as error:  # pylint: disable=broad-exception-caught  # the log is evidence, not a verdict: report and go on
             self.error = str(error)
@@ -267,7 +273,8 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
         if stream.startswith("vmis/") and kv.ref(obj) in keys and mc.descheduler_source(obj):
             saw_source[kv.ref(obj)] = True
 
-    log = DeschedulerLog(DeschedulerInstallation(client, options.descheduler_namespace, options.descheduler_name))
+    log = DeschedulerLog(DeschedulerInstallation(client, options.descheduler_namespace, options.descheduler_name),
+                         klog.parse_lines(options.run_log_lines, reference=datetime.datetime.now(datetime.timezone.utc)))
     asked_log_for: set = set()
     watchset = WatchSet(client, _streams(client, namespaces), progress.call_deadline(timeout), clock=clock, observe=observe)
     state: Dict[str, Any] = {"results": [], "decided_at": None}
@@ -278,16 +285,17 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
             ns, name = entry["namespace"], entry["name"]
             results.append(mc.evaluate(entry, ws.cache["vmis/" + ns].get((ns, name)), ws.cache.get("vms/" + ns, {}).get((ns, name)),
                                        ws.objects("vmims/" + ns), ws.objects("pods/" + ns), saw_source.get((ns, name), False),
-                                       log.records, require))
+                                       log.records, require, log_read=log.error is None))
         return results
 
     def needs_log(results: List[dict]) -> bool:
-        """A finished evacuation whose trigger is still unproven: read the log (once per migration)."""
+        """A finished evacuation whose trigger is still unproven: read the log (once per migration, and again while
+        the last read failed: an API outage must not turn into a verdict)."""
         wanted = {r["migration"]["name"] for r in results if r["migration"] and r["migration"]["evacuation"]
                   and r["migration"]["phase"] in kv.FINISHED_MIGRATION_PHASES and r["trigger"] != "descheduler"}
         new = wanted - asked_log_for
         asked_log_for.update(new)
-        return require != "any" and bool(new)
+        return require != "any" and (bool(new) or (bool(wanted) and log.error is not None))
 
     def done(ws: WatchSet) -> bool:
         results = evaluate_all(ws)

@@ -158,6 +158,12 @@ def test_required_trigger_mismatch_fails_once_finished():
     assert in_flight["checks"]["trigger"]["result"] == "open"
 
 
+def test_a_finished_evacuation_without_a_readable_log_keeps_its_trigger_open():
+    """No line from a log that could not be read (an API outage) is no evidence of a drain."""
+    unread = result_of(moved_vmi(), vmims=[succeeded()], require_trigger="descheduler", log_read=False)
+    assert unread["verdict"] == "open" and unread["checks"]["trigger"]["result"] == "open" and unread["trigger"] == "drain"
+
+
 # ------------------------------------------------------------------------------------------ outcome
 def test_untouched_vms_wait_until_enough_moved():
     untouched = result_of(k.vmi())

@@ -184,3 +184,12 @@ def test_status_badge_is_coloured_by_status(status, css):
     badge = with_class(root, ".//h:span", "badge")[0]
     assert css in classes(badge)
     assert ".{0} {{".format(css) in root.find("h:head/h:style", NS).text
+
+
+def test_a_lease_taken_over_from_a_dead_run_is_in_the_header():
+    doc = copy.deepcopy(document("rebalance"))
+    doc["lease"] = {"took_over": {"run_id": "old"}, "unfinished_run": None,
+                    "message": "Took over lease kube-system/kubevirt-ops-run from rebalance run old by erin@ctl pid 7: its process has ended"}
+    header = all_text(parse(render_html(doc)).find(".//h:header", NS))
+    assert "lease Took over lease kube-system/kubevirt-ops-run from rebalance run old by erin@ctl pid 7" in header
+    assert "lease" not in all_text(parse(render_html(document("rebalance"))).find(".//h:header", NS))

@@ -72,3 +72,10 @@ def test_a_report_without_usage_sources_or_forecast_reads_as_before():
     markdown = render(document("rebalance"))
     assert row(markdown, "worker-a") == "| worker-a | overutilized | 66.0 / 72.0 / 18.18 | overutilized | overutilized | 64.75 / 69.61 / 16.36 |"
     assert "Judged by" not in markdown and "## Forecast" not in markdown and "The plan moves nothing" not in markdown
+
+
+def test_a_lease_taken_over_is_a_row_of_the_summary_and_absent_otherwise():
+    doc = dict(requests_document(), lease={"took_over": None, "unfinished_run": {"run_id": "old"},
+                                           "message": "Took over lease kube-system/kubevirt-ops-run: the rebalance run old had died"})
+    assert "| lease | Took over lease kube-system/kubevirt-ops-run: the rebalance run old had died |" in render(doc)
+    assert "| lease |" not in render(requests_document())

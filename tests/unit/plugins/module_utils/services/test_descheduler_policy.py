@@ -414,3 +414,41 @@ def test_cluster_name_is_the_option_else_the_context_else_the_server():
     assert cluster.cluster_name("workload", "ctx") == "workload"
     assert cluster.cluster_name(None, "ctx") == "ctx"
     assert cluster.cluster_name(None, None) == "https://10.0.0.1:6443"
+
+
+class ReconcilingCluster(AbsentCluster):
+    """An AbsentCluster whose chart reconciler writes `chart` back once no ResourcePatch overrides the ConfigMap."""
+
+    def __init__(self, configmap, patches, chart):
+        super().__init__(configmap, patches)
+        self.chart = chart
+
+    def wait_for_change(self, name, done, timeout):
+        current = self.configmap if self.resource_patches() else self.chart
+        return current if done(current) else None
+
+
+@pytest.mark.parametrize("marked_file", [True, False])
+def test_restoring_the_charts_rendering_over_resourcepatches_deletes_them_instead_of_writing(tmp_path, marked_file):
+    """The given backup marked as the chart's, or unmarked (descheduler_backup's) with a marked one of the same data in
+    backup_dir (the apply's own): the overrides are deleted, nothing is written, and the chart's text comes back."""
+    chart = k8s.configmap(text="chart\n")
+    given = apply.backup_configmap(chart, str(tmp_path / "given"), "workload", now=NOW, chart_rendering=marked_file)
+    apply.backup_configmap(chart, str(tmp_path / "backups"), "workload", now=NOW, chart_rendering=not marked_file)
+    override = k8s.configmap(text="override\n")
+    cluster = ReconcilingCluster(override, [k8s.resource_patch("rp-override")], chart)
+    given_options = options(state="restored", backup_file=given, backup_dir=str(tmp_path / "backups"), cluster_name="workload", wait_timeout=5)
+    result = apply._restored(given_options, False, cluster, override, "policy.yaml", {})
+    assert result["changed"] and cluster.deleted == ["rp-override"] and result["restored_from"] == given
+    assert result["diff"]["before"] == "override\n" and result["diff"]["after"] == "chart\n"
+    assert result["chart_policy_from"] == (given if marked_file else apply.chart_backup(str(tmp_path / "backups"), "workload", chart)[0])
+
+
+def test_restoring_a_backup_that_is_not_the_charts_over_resourcepatches_writes_it(tmp_path):
+    """A backup of another policy (no marked backup shows its data) is written back, as without ResourcePatches."""
+    apply.backup_configmap(k8s.configmap(text="chart\n"), str(tmp_path / "backups"), "workload", now=NOW, chart_rendering=True)
+    given = apply.backup_configmap(k8s.configmap(text="mine\n"), str(tmp_path / "given"), "workload", now=NOW)
+    override = k8s.configmap(text="override\n")
+    cluster = ReconcilingCluster(override, [k8s.resource_patch("rp-override")], k8s.configmap(text="chart\n"))
+    given_options = options(state="restored", backup_file=given, backup_dir=str(tmp_path / "backups"), cluster_name="workload")
+    assert apply._chart_rendering(given_options, cluster, override, apply.read_backup(given)) is None

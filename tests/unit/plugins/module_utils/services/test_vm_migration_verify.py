@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_verify as vf
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 
@@ -103,6 +104,22 @@ def test_descheduler_log_reads_the_started_pods_of_the_last_jobs():
 def test_descheduler_log_that_cannot_be_read_is_reported_not_raised():
     log = vf.DeschedulerLog(DeschedulerInstallation(LogClient(fail=True), "descheduler", "descheduler"))
     assert log.read() == [] and log.error == "connection reset" and log.reads == 1
+
+
+class GoneJobsClient(LogClient):
+    """The CronJob's history limit deleted the run's Job and Pods: nothing left to read."""
+
+    def list(self, resource, namespace=None, **_kwargs):
+        return [k8s.cronjob()] if resource[0] == "CronJob" else []
+
+
+def test_the_runs_own_log_lines_stay_evidence_when_its_job_is_gone():
+    given = klog.parse_lines(['I1130 10:00:05.000000       1 x.go:1] "Eviction in background assumed" '
+                              'pod="desched-test/virt-launcher-vm-1-abcde"'])
+    log = vf.DeschedulerLog(DeschedulerInstallation(GoneJobsClient(), "descheduler", "descheduler"), given)
+    assert log.records == given and log.read() == given and log.pods == []
+    failing = vf.DeschedulerLog(DeschedulerInstallation(LogClient(fail=True), "descheduler", "descheduler"), given)
+    assert failing.read() == given and failing.error == "connection reset"
 
 
 def output(verdict="pass", reason=None):
