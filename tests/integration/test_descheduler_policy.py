@@ -177,12 +177,28 @@ def test_absent_removes_the_resource_patch_and_the_chart_policy_returns(sim):
     assert not run_module(sim, state="absent")["changed"]
 
 
-def test_absent_right_after_restoring_the_chart_text_returns_at_once(sim):
-    """The restore is itself a ResourcePatch; deleting both changes nothing, so absent must not wait for a change."""
+def test_restoring_the_chart_backup_over_its_resource_patch_deletes_the_patch(sim):
+    """As rollback.yml does after a run killed between its write and its record: no second ResourcePatch pins the chart's text."""
     original = configmap(sim)
     applied = run_module(sim, **PAGE_OPTIONS)
-    assert Path(applied["backup_path"]).read_text().startswith("# kubevirt_ops.rebalance: no ResourcePatch")
     restored = run_module(sim, state="restored", backup_file=applied["backup_path"])
+    assert restored["changed"] and restored["resource_patches_removed"] == [applied["resource_patch"]["name"]]
+    assert restored["chart_policy_from"] == applied["backup_path"]
+    assert resource_patches(sim) == [] and policy_text(sim) == original["data"]["policy.yaml"]
+    assert not run_module(sim, state="restored", backup_file=applied["backup_path"])["changed"]
+
+
+def test_absent_right_after_restoring_the_chart_text_returns_at_once(sim):
+    """A restore of the chart's text from a copy that is not known as the chart's rendering (its mark removed, kept
+    apart from the backups) is itself a ResourcePatch; deleting both changes nothing, so absent must not wait for a change."""
+    original = configmap(sim)
+    applied = run_module(sim, **PAGE_OPTIONS)
+    marked = Path(applied["backup_path"]).read_text()
+    assert marked.startswith("# kubevirt_ops.rebalance: no ResourcePatch")
+    copy = Path(sim.kubeconfig).parent / "copied" / "policy.yaml"
+    copy.parent.mkdir()
+    copy.write_text(marked.split("\n", 1)[1])
+    restored = run_module(sim, state="restored", backup_file=str(copy), backup_dir=str(copy.parent))
     assert restored["changed"] and len(resource_patches(sim)) == 2 and policy_text(sim) == original["data"]["policy.yaml"]
     version = configmap(sim)["metadata"]["resourceVersion"]
     started = time.monotonic()

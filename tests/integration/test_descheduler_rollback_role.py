@@ -160,7 +160,10 @@ def test_backup_method_reapplies_the_backup_and_the_cronjob_runs_again(sim, tmp_
         assert [value for _at, value in timeline.suspend][-3:] == [False, True, False], timeline.suspend
     assert result["method"] == "backup" and result["backup_file"] == backup and result["changed"] is True
     assert result["suspended"] is True and result["resumed"] is True and result["policy_restored"] is True
-    assert result["resource_patches_deleted"] == [] and result["configmap_backup"]  # the page's policy was saved first
+    # the backup is the chart's rendering under the page's ResourcePatch: the restore deletes the override (ACP renders
+    # the chart's policy again) rather than pinning the chart's text in a second ResourcePatch
+    assert result["resource_patches_deleted"] == [applied["resource_patch"]["name"]] and result["configmap_backup"]  # the page's policy was saved first
+    assert resource_patches(sim) == []
     # cluster state: the ConfigMap's policy parses equal to the backup's, the CronJob is resumed and runs again
     assert yaml.safe_load(policy_text(sim)) == wanted
     assert cronjob(sim)["spec"]["suspend"] is False
