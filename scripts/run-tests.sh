@@ -8,8 +8,7 @@
 # Tiers: unit, integration, kubesim (pytest), sanity (ansible-test), lint (ansible-lint), docs (antsibull-docs),
 # molecule; and cluster (`make test-cluster`, only when named: it runs against the cluster $KUBECONFIG names).
 # A tier with nothing to run (no test files, no scenarios) is reported as "no tests" and counts
-# neither as passed nor as failed. A pytest tier that has test files but collects none fails. With the integration
-# tier in the run, sanity, lint and docs run beside it at nice 19 (TIERS_ONE_AT_A_TIME=1: every tier in turn).
+# neither as passed nor as failed. A pytest tier that has test files but collects none fails.
 # Expects the environment `make` sets up (scripts/bootstrap.sh, PATH with .venv/bin,
 # ANSIBLE_COLLECTIONS_PATH); `make test` is the way to call it.
 set -uo pipefail
@@ -259,54 +258,13 @@ run_tier() {
     esac
 }
 
-# Tiers that only read the tree and spend CPU (no simulator, no timing): with the integration tier in the same run,
-# they run beside it at the lowest CPU priority (nice 19), on the third of two cores its simulated clusters leave
-# idle; the timed tiers never share the CPU with them at equal weight (TIERS_ONE_AT_A_TIME=1: every tier in turn).
-BESIDE_INTEGRATION=(sanity lint docs)
-
-# The given tiers one after another; their output in `log`, their table rows (tab-separated) in `rows`.
-tiers_beside() {  # log rows tier...
-    local log="$1" rows="$2" tier i
-    shift 2
-    RESULT_TIER=() RESULT_STATE=() RESULT_SECONDS=() RESULT_NOTE=()
-    for tier in "$@"; do run_tier "${tier}"; done >"${log}" 2>&1
-    for i in "${!RESULT_TIER[@]}"; do
-        printf '%s\t%s\t%s\t%s\n' "${RESULT_TIER[i]}" "${RESULT_STATE[i]}" "${RESULT_SECONDS[i]}" "${RESULT_NOTE[i]}"
-    done >"${rows}"
-}
-
 main() {
-    local tier i passed=0 failed=0 beside_pid="" log="" rows="" row_tier row_state row_seconds row_note
-    local -a tiers=("$@") beside=() in_turn=()
+    local tier i passed=0 failed=0
+    local -a tiers=("$@")
     ((${#tiers[@]})) || tiers=("${ALL_TIERS[@]}")
     for tier in "${tiers[@]}"; do
-        if [[ " ${tiers[*]} " == *" integration "* && " ${BESIDE_INTEGRATION[*]} " == *" ${tier} "* \
-              && "${TIERS_ONE_AT_A_TIME:-0}" != 1 ]]; then
-            beside+=("${tier}")
-        else
-            in_turn+=("${tier}")
-        fi
-    done
-    for tier in "${in_turn[@]}"; do
-        if [[ "${tier}" == integration && ${#beside[@]} -gt 0 ]]; then
-            log="$(mktemp "${TMPDIR:-/tmp}/beside-integration-XXXXXX.log")"
-            rows="${log%.log}.rows"
-            banner "${beside[*]}: started beside the integration tier at nice 19; output after it (as it comes: ${log})"
-            # niced before it starts anything, so that every process of these tiers inherits it
-            (renice -n 19 -p "${BASHPID}" >/dev/null && tiers_beside "${log}" "${rows}" "${beside[@]}") &
-            beside_pid=$!
-        fi
         run_tier "${tier}"
     done
-    if [[ -n "${beside_pid}" ]]; then
-        wait "${beside_pid}"
-        cat "${log}"
-        while IFS=$'\t' read -r row_tier row_state row_seconds row_note; do
-            record "${row_tier}" "${row_state}" "${row_seconds}" "${row_note} (beside integration, nice 19)"
-        done <"${rows}"
-        [[ -s "${rows}" ]] || record "${beside[*]}" failed 0 "ended without a result; the output is above"
-        rm -f "${log}" "${rows}"
-    fi
 
     printf '\n%-12s %-9s %6s  %s\n' tier result time note
     for i in "${!RESULT_TIER[@]}"; do
