@@ -1,8 +1,9 @@
 """A controller that dies at a chosen point (issue 19's kill points): when a task whose name contains
 $KILL_AT_TASK starts (its $KILL_AT_OCCURRENCE-th such start, 1 by default), SIGKILL to ansible-playbook's whole
 process group, at once or $KILL_AFTER_SECONDS later (a kill during the task; if the task ends sooner, at its end,
-before the next task starts, so that the kill stays inside the step whatever the machine's load). As an AWX job cancelled hard or an
-execution environment lost: no handler, no rescue, no always runs. Enabled by ANSIBLE_CALLBACKS_ENABLED=kill_at_task."""
+before the next task starts, so that the kill stays inside the step whatever the machine's load). As an AWX job
+cancelled hard or an execution environment lost: no handler, no rescue, no always runs. Enabled by
+ANSIBLE_CALLBACKS_ENABLED=kill_at_task."""
 from __future__ import annotations
 
 import os
