@@ -19,6 +19,8 @@ options:
         calls the module again, going on from where it was, until the work is done or the I(timeout). The task's result is
         the same as one call's, with the lines in RV(progress).
       - C(0) waits in one call and prints nothing until the end.
+      - While the run holds the cluster's run lease (the collection's playbooks), the action plugin renews it between the calls and
+        lowers I(progress_every) to a third of the lease's duration when it is longer or C(0) (see M(kubevirt_ops.rebalance.run_lease)).
     type: int
     default: 25
   resume:

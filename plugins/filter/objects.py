@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.run_backup import scrub
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import as_kubectl_shows
 
 
@@ -15,8 +16,14 @@ def as_kubectl_shows_filter(obj):
     return as_kubectl_shows(obj)
 
 
+def without_secret_data_filter(obj):
+    if not isinstance(obj, dict):
+        raise AnsibleFilterError("without_secret_data expects a Kubernetes object (a dict), for example a k8s_info resource")
+    return scrub(obj)[0]
+
+
 class FilterModule:
     """kubevirt_ops.rebalance object filters."""
 
     def filters(self):
-        return {"as_kubectl_shows": as_kubectl_shows_filter}
+        return {"as_kubectl_shows": as_kubectl_shows_filter, "without_secret_data": without_secret_data_filter}

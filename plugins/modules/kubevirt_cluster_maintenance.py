@@ -199,6 +199,9 @@ report:
       C(created), C(start), C(end), C(phase_timestamps), C(duration_seconds), C(failure_reason)) and C(totals) (C(nodes), C(nodes_done), C(vms_migrated),
       C(migrations), C(failed_migrations), C(vms_migrated_twice_or_more), C(migrations_per_vm), C(max_migrations_of_a_vm),
       C(peak_concurrent_migrations), C(seconds)).
+    - With state=stopped also C(still_evacuating), the VMs KubeVirt is still evacuating from the nodes not done (each C(vm), C(node),
+      C(result) C(evacuating) and C(reason) with the way out; M(kubevirt_ops.rebalance.kubevirt_node_drain) state=uncordon cancels them).
+      The Markdown and HTML reports list them, and the evacuations each node's uncordon cancelled (its C(steps.uncordon.evacuations)).
   returned: state=finished or state=stopped, when a run is recorded
   type: dict
 markdown:

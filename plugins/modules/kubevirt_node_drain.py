@@ -34,6 +34,15 @@ description:
     node still cordoned; running it again continues (a VM already marked for evacuation is waited for, not evicted again).
   - C(state=uncordon) makes the node schedulable again; C(state=safe_to_shutdown) checks, read-only, that no VMI runs on the node and lists
     the other Pods.
+  - Before it uncordons, C(state=uncordon) takes back from KubeVirt what a stopped drain left (a timeout, a failure, a cancelled job).
+    KubeVirt goes on creating C(kubevirt-evacuation-*) migrations for every VMI still marked with C(status.evacuationNodeName) of the node,
+    after each one that ends, even once the node is schedulable (kubevirt/kubevirt#9585). Where the API server serves virt-api's
+    C(virtualmachineinstances/evacuate/cancel) (read from discovery of C(subresources.kubevirt.io/v1), KubeVirt v1.7.0 and newer), each
+    mark is cleared through it, as C(virtctl evacuate-cancel) does, and the VMI's evacuation migrations that have not started are deleted,
+    as C(--migrate-cancel) does (one already under way finishes). RV(evacuations) says which VMs stayed where they were and why. Without
+    the subresource nothing is cancelled, and RV(evacuations.advice) says which VMs KubeVirt keeps evacuating and the commands that stop it.
+    Marks the Descheduler set (annotation C(kubevirt.io/eviction-source=descheduler)) are a rebalance and are left alone. In check mode
+    the cancels and deletions go as server-side dry runs.
   - With I(nodes), several nodes are drained at once in one call (a batch of a rolling maintenance). The eviction facts are read once and
     every node's preflight comes first; when any node's preflight refuses, nothing changes and the module fails with each node's
     problems. The capacity check places the VMs of the whole batch together on the nodes outside it. Then every node is cordoned and one
@@ -359,6 +368,51 @@ ready:
   description: The node's Ready condition.
   returned: state=uncordon
   type: bool
+evacuations:
+  description:
+    - What became of the VMs still marked for evacuation from the node (the VMs a stopped drain had not moved), each list of
+      C(namespace/name).
+  returned: state=uncordon
+  type: dict
+  contains:
+    served:
+      description: Whether the API server serves C(evacuate/cancel); null when no VM was marked (discovery was not read).
+      type: bool
+    marked:
+      description: The VMs marked for evacuation from the node when the task began.
+      type: list
+      elements: str
+    stayed:
+      description: Evacuation cancelled and nothing left that would move the VM (its pending evacuation migrations deleted).
+      type: list
+      elements: str
+    moving:
+      description: Evacuation cancelled, but a migration was already under way; it finishes and the VM moves once.
+      type: list
+      elements: str
+    continuing:
+      description: KubeVirt does not serve the cancel; it keeps evacuating these VMs (see RV(evacuations.advice)).
+      type: list
+      elements: str
+    failed:
+      description: The cancel was refused (for example the node carries KubeVirt's legacy drain taint); KubeVirt keeps evacuating them.
+      type: list
+      elements: str
+    deleted_migrations:
+      description: The evacuation migrations deleted because they had not started.
+      type: list
+      elements: str
+    vms:
+      description: Per VM C(namespace), C(name), C(node), C(result) (one of the lists above), C(reason) and C(deleted_migrations).
+      type: list
+      elements: dict
+    advice:
+      description: For the VMs C(continuing) or C(failed), what KubeVirt goes on doing and the commands that stop it; null otherwise.
+      type: str
+  sample: {"served": true, "marked": ["vms/vm-a"], "stayed": ["vms/vm-a"], "moving": [], "continuing": [], "failed": [],
+           "deleted_migrations": [], "advice": null,
+           "vms": [{"namespace": "vms", "name": "vm-a", "node": "worker-1", "result": "stayed", "deleted_migrations": [],
+                    "reason": "evacuation cancelled; the VM stays on worker-1"}]}
 """
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import ARG_SPEC, KubevirtNodeDrainOptions, run

@@ -16,8 +16,13 @@ description:
     (rebalance, rollback, rehearsal, node and cluster maintenance) never interleave. The playbooks take it before their first
     write and release it at the end; read-only runs (check mode, facts, compatibility checks) do not take it.
   - The Lease is used as client-go's leader election uses one. C(spec.holderIdentity) names the run, and C(spec.renewTime) plus
-    C(spec.leaseDurationSeconds) say when it expires unless renewed. Each step of a playbook renews it. A release clears the holder,
-    and C(spec.leaseTransitions) counts the changes of holder.
+    C(spec.leaseDurationSeconds) say when it expires unless renewed. Each step of a playbook renews it, and so does the work inside a
+    step. The collection's drain, Descheduler run and verification renew it between their progress calls (I(state=renewed)), every
+    third of I(duration). A maintenance hook is covered by a timer (I(state=keepalive), run with C(async)). A release clears the
+    holder, and C(spec.leaseTransitions) counts the changes of holder.
+  - A renewal never takes the lease. When another run holds it (it took it over after this run's lease expired), or the renewals
+    failed for two thirds of I(duration) (client-go's renew deadline), the renewal fails naming the holder, and the task stops before
+    its next write.
   - The annotation C(kubevirt-ops.io/run) on the Lease is the run's record, as JSON. It holds the playbook, the run id, who
     started it (user, controller host, ansible-playbook pid, AWX job id and host from the job's C(JOB_ID) and C(AWX_HOST)), when,
     the step it is at, what it backed up and its status. The record stays after the release, so the next run knows how the last
@@ -38,8 +43,16 @@ options:
     description:
       - C(present) takes the lease for I(run_id), or renews it when this run holds it already, and moves the record to I(step).
       - C(absent) releases it with I(outcome) as the run's status. A lease held by another run is left alone (no change).
+      - C(renewed) renews the lease I(run_id) holds, keeping the record's step unless I(step) is given. It never takes a lease. It fails,
+        naming the run that holds it now, when another run holds it, or when it was released or deleted.
+      - C(keepalive) renews the lease I(run_id) holds every third of I(duration) for as long as the record stays at I(step). It looks
+        at the Lease every 2 seconds (client-go's retry period) and returns when the run moves on to another step (the next
+        I(state=present) call) or releases the lease. It also returns when the ansible-playbook process that holds the lease
+        (recorded on the same host) has ended, so a killed run's lease still expires. It fails like C(renewed), or when it could not
+        renew for two thirds of I(duration). Run it with C(async) and C(poll=0) around a long task, and collect it with
+        C(ansible.builtin.async_status) after the step (playbooks/tasks/run_lease_keepalive.yml). In check mode it does nothing.
     type: str
-    choices: [present, absent]
+    choices: [present, absent, renewed, keepalive]
     default: present
   lease_namespace:
     description:
@@ -66,8 +79,9 @@ options:
     description:
       - The step the run is at. A run that died after C(start) or C(preflight) changed nothing; any other step may have, so the next
         run treats it as unfinished.
+      - When not given, a new run starts at C(start) and a renewal keeps the step the record has.
+      - Required with I(state=keepalive), the step it covers.
     type: str
-    default: start
   backup:
     description:
       - What the run saved before it changed something, added to the record's C(backup) (for example C(policy_file), the backup of the
@@ -75,8 +89,10 @@ options:
     type: dict
   duration:
     description:
-      - Seconds the lease holds without a renewal. Each step renews it. A run killed on another controller holds the cluster until
-        then, so keep it above the longest step (a drain, a validation cycle, a maintenance hook).
+      - Seconds the lease holds without a renewal, 15 or more. Each step renews it, and long steps renew it every third of it while
+        they work. A run killed on another controller holds the cluster until it expires. A killed run on the same controller host
+        frees it at once.
+      - The playbooks set it from C(run_lease_duration).
     type: int
     default: 1800
   unfinished:
@@ -125,6 +141,20 @@ EXAMPLES = r"""
     unfinished: take
   register: lease
 
+- name: Renew the lease while a long task works (never takes it; fails naming the holder when it is lost)
+  kubevirt_ops.rebalance.run_lease:
+    state: renewed
+    run_id: "{{ rebalance_run_id }}"
+
+- name: Keep the lease alive around a long task, collected with async_status after it
+  kubevirt_ops.rebalance.run_lease:
+    state: keepalive
+    run_id: "{{ run_lease_id }}"
+    step: hook worker-1
+  async: 86400
+  poll: 0
+  register: keepalive
+
 - name: Release the lease with the run's outcome
   kubevirt_ops.rebalance.run_lease:
     state: absent
@@ -136,19 +166,37 @@ RETURN = r"""
 action:
   description:
     - C(create) (no Lease yet), C(acquire) (released by the last run), C(renew) (this run holds it), C(take_over) (expired, or its
-      process ended), C(release), or C(none) (a release of a lease this run does not hold).
+      process ended), C(release), C(keepalive) (a keepalive that ended), or C(none) (a release of a lease this run does not hold).
   returned: always
   type: str
   sample: take_over
 lease:
-  description: C(namespace), C(name), C(holder) (C(spec.holderIdentity)), C(expires) and C(transitions) after the call.
+  description: C(namespace), C(name), C(holder) (C(spec.holderIdentity)), C(expires), C(transitions) and C(duration)
+    (C(spec.leaseDurationSeconds)) after the call.
   returned: always
   type: dict
 record:
   description: The run's record as written (C(run_id), C(playbook), C(holder), C(started), C(updated), C(step), C(status), C(backup),
     C(took_over), C(unfinished_run)).
-  returned: always
+  returned: when state is present, absent or renewed
   type: dict
+renewals:
+  description: How many times the keepalive renewed the lease.
+  returned: when state is keepalive
+  type: int
+stopped:
+  description: Why the keepalive ended (the run moved on to another step, released the lease, or its process ended).
+  returned: when state is keepalive, out of check mode
+  type: str
+seconds:
+  description: How long the keepalive ran.
+  returned: when state is keepalive, out of check mode
+  type: float
+failures:
+  description: The last renewals that failed and were retried (at most five).
+  returned: when state is keepalive, out of check mode
+  type: list
+  elements: str
 took_over:
   description: Whom the lease was taken over from (C(run_id), C(playbook), C(step), C(holder)) and C(why); null otherwise.
   returned: when state is present

@@ -21,7 +21,10 @@ description:
     C(old_launcher_gone) (the old virt-launcher Pod has terminated); with I(require_trigger) also C(trigger).
   - The trigger is C(descheduler) (an evacuation migration while the VMI carried C(kubevirt.io/eviction-source=descheduler), or after
     completion a C(kubevirt-evacuation-*) migration created within seconds of the C(Eviction in background assumed) line for the VM's
-    launcher in the Descheduler Job log), C(drain) (an evacuation without the descheduler source) or C(manual).
+    launcher in the Descheduler Job log), C(drain) (an evacuation from a node that was cordoned, as C(kubectl drain) and
+    M(kubevirt_ops.rebalance.kubevirt_node_drain) leave it, or that has the taint C(kubevirt.io/drain) or C(node.kubernetes.io/unschedulable)),
+    C(manual) (not an evacuation), or C(unknown) (an evacuation with none of that evidence left, for example the Descheduler Job deleted
+    by its history limit and the node not cordoned), never taken for a drain; C(trigger_reason) says what the trigger rests on.
   - Waits by watching VMIs, migrations, launcher Pods and VMs (list once, then watch from the resourceVersion, reconnecting on errors and
     relisting on 410 Gone), not by polling; returns as soon as every VM is decided. A migration that ends C(Failed) fails its VM at once
     with the failure reason; at the timeout, each VM in flight is reported with the checks that were still open.
@@ -254,7 +257,11 @@ vms:
       type: list
       elements: str
     trigger:
-      description: C(descheduler), C(drain), C(manual), or null without a migration.
+      description: C(descheduler), C(drain), C(manual), C(unknown) (an evacuation without evidence of who asked for it), or null
+        without a migration.
+      type: str
+    trigger_reason:
+      description: The evidence the trigger rests on; for C(unknown), what was looked for and not found. Null without a migration.
       type: str
     descheduler_log:
       description: The C(Eviction in background assumed) lines of the Descheduler log for this VM's launcher, near the migration's creation.
@@ -262,6 +269,11 @@ vms:
       elements: str
 descheduler_log:
   description: Where the Descheduler log was read (C(namespace), C(pods)), how often (C(reads)) and the last C(error).
+  returned: mode=verify
+  type: dict
+drain_evidence:
+  description: The evacuated nodes seen cordoned or with a drain taint (C(nodes), node name to what was seen), read only for evacuations
+    that no evidence ties to the Descheduler, and the nodes that could not be read (C(errors)).
   returned: mode=verify
   type: dict
 watch:

@@ -16,6 +16,7 @@ import re
 from typing import Any, Dict, Iterable, List, Mapping, Tuple
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.cooldown import parse_duration
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.run_lease import MIN_DURATION as LEASE_MIN_DURATION
 from ansible_collections.kubevirt_ops.rebalance.plugins.plugin_utils.variable_checks import Problem, Rule, extra_var, shown
 
 # The rebalance procedure's LowNodeUtilization values, the examples of a pair that works.
@@ -244,10 +245,11 @@ def rollback_backup_file(values: Mapping[str, Any]) -> List[Problem]:
     fix = ("Give a file written by the descheduler_backup role (reports say where: backup.path), "
            "e.g. -e rollback_backup_file=backups/<cluster>/<file>.yaml, or leave rollback_method at auto to delete the ResourcePatch")
     if not path:
-        if values.get("rollback_method") == "backup":
+        if values.get("rollback_method") == "backup" and not values.get("rollback_backup_object"):
             return [Problem("rollback_backup_file", "is not given; rollback_method=backup re-applies a backup file", fix)]
         return []
-    if not os.path.isfile(path):
+    # with the run's copy in the cluster named, a file that is not on this controller is read from there
+    if not os.path.isfile(path) and not values.get("rollback_backup_object"):
         return [Problem("rollback_backup_file", "{0} is not a file".format(path), fix)]
     return []
 
@@ -282,6 +284,9 @@ def cooldown_periods(values: Mapping[str, Any]) -> List[Problem]:
                     "Give a longer one, e.g. {0}".format(extra_var("cooldown_max_period", "6h")))]
 
 
+# The run lease's duration (playbooks/tasks/run_lease.yml), in every rule set of a playbook that takes the lease.
+LEASE_DURATION = at_least("run_lease_duration", LEASE_MIN_DURATION, "seconds", 1800)
+
 RULE_SETS: Dict[str, Tuple[Rule, ...]] = {
     "rebalance": (
         Rule(("rebalance_nodes", "rebalance_policy"), rebalance_workers),
@@ -294,6 +299,7 @@ RULE_SETS: Dict[str, Tuple[Rule, ...]] = {
         at_least("rebalance_forecast_cycles", 1),
         at_least("rebalance_timeout", 1, "seconds", 600),
         at_least("rebalance_rollback_timeout", 1, "seconds", 600),
+        LEASE_DURATION,
     ),
     "fleet": (serial("fleet_serial"), serial("fleet_canary_serial")),
     "rehearse": (
@@ -301,11 +307,13 @@ RULE_SETS: Dict[str, Tuple[Rule, ...]] = {
         at_least("rehearse_moves", 1),
         at_least("rehearse_timeout", 1, "seconds", 600),
         Rule(("rehearse_vm_labels",), rehearse_vm_labels),
+        LEASE_DURATION,
     ),
     "maintenance": (
         Rule(("maintenance_nodes", "maintenance_nodes_text"), maintenance_nodes),
         at_least("maintenance_batch_size", 1),
         at_least("maintenance_timeout", 1, "seconds", 1800),
+        LEASE_DURATION,
     ),
     "cluster_maintenance": (
         Rule(("cluster_maintenance_nodes", "cluster_maintenance_node_selector", "cluster_maintenance_cleanup"), cluster_maintenance_nodes),
@@ -313,8 +321,9 @@ RULE_SETS: Dict[str, Tuple[Rule, ...]] = {
         at_least("cluster_maintenance_max_nodes_in_parallel", 1, example=2),
         at_least("cluster_maintenance_timeout", 1, "seconds", 1800),
         at_least("cluster_maintenance_ready_timeout", 1, "seconds", 600),
+        LEASE_DURATION,
     ),
-    "rollback": (Rule(("rollback_method", "rollback_backup_file"), rollback_backup_file),),
+    "rollback": (Rule(("rollback_method", "rollback_backup_file", "rollback_backup_object"), rollback_backup_file), LEASE_DURATION),
     "cooldown": (
         duration("cooldown_period", "15m"),
         duration("cooldown_max_period", "6h"),

@@ -70,3 +70,19 @@ def write_batch_scenario(path: Path, drained: tuple = ("worker-1", "worker-2"), 
                 "timeScale": time_scale, "clusters": {"workload": workload}}
     path.write_text(yaml.safe_dump(scenario, sort_keys=False))
     return path
+
+
+def write_queued_scenario(path: Path, time_scale: float = 20, namespace: str = "vms") -> Path:
+    """A drain that cannot finish: vm-a and vm-b (LiveMigrate) on worker-1, and `blocker` on worker-2 whose migrations
+    hang (`kubesim.io/migration: hang`), with parallelMigrationsPerCluster 1: once a migration of the blocker runs, an
+    evacuation of worker-1 is marked but queued in KubeVirt's evacuation controller until the blocker's migration ends."""
+    nodes = [objects.worker_node("worker-{0}".format(i)) for i in (1, 2, 3)]
+    vms = [objects.vm(name, namespace, eviction_strategy="LiveMigrate", preferred_node="worker-1") for name in ("vm-a", "vm-b")]
+    vms.append(objects.vm("blocker", namespace, eviction_strategy="LiveMigrate", preferred_node="worker-2",
+                          annotations={"kubesim.io/migration": "hang"}))
+    hco = objects.hyperconverged(live_migration={"parallelMigrationsPerCluster": 1})
+    workload = {"namespaces": ["kubevirt", namespace], "objects": nodes + [hco] + vms}
+    scenario = {"name": "drain-queued", "description": "vm-a and vm-b on worker-1, blocker's migration hangs, one migration at a time",
+                "timeScale": time_scale, "clusters": {"workload": workload}}
+    path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+    return path

@@ -14,10 +14,12 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.plugin_utils.progress_ac
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions, module_argument_spec
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_policy as policy
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_run
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_restart
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import descheduler_storm_breaker as breaker
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_cluster_maintenance as rolling
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_eviction_facts as facts
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import kubevirt_node_drain as drain
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import run_backup
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_cooldown as cooldown
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_verify as verify
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_wait as wait
@@ -30,11 +32,13 @@ MODULES: Dict[str, Tuple[dict, Type[ModuleOptions], Service, dict]] = {
     "descheduler_policy": (policy.ARG_SPEC, policy.DeschedulerPolicyOptions, policy.run, policy.SPEC_CHECKS),
     "vm_migration_verify": (verify.ARG_SPEC, verify.VmMigrationVerifyOptions, verify.run, verify.SPEC_CHECKS),
     "descheduler_run": (descheduler_run.ARG_SPEC, descheduler_run.DeschedulerRunOptions, descheduler_run.run, {}),
+    "descheduler_restart": (descheduler_restart.ARG_SPEC, descheduler_restart.DeschedulerRestartOptions, descheduler_restart.run, {}),
     "vm_migration_wait": (wait.ARG_SPEC, wait.VmMigrationWaitOptions, wait.run, {}),
     "kubevirt_node_drain": (drain.ARG_SPEC, drain.KubevirtNodeDrainOptions, drain.run, {}),
     "vm_migration_cooldown": (cooldown.ARG_SPEC, cooldown.VmMigrationCooldownOptions, cooldown.run, {}),
     "descheduler_storm_breaker": (breaker.ARG_SPEC, breaker.DeschedulerStormBreakerOptions, breaker.run, {}),
     "kubevirt_cluster_maintenance": (rolling.ARG_SPEC, rolling.KubevirtClusterMaintenanceOptions, rolling.run, {}),
+    "run_backup": (run_backup.ARG_SPEC, run_backup.RunBackupOptions, run_backup.run, {"required_if": run_backup.REQUIRED_IF}),
 }
 
 

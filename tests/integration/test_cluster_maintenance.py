@@ -2,11 +2,13 @@
 exactly once and the hook (a reboot with a new kubelet version) runs once per node in the plan's order; too little
 spare room refused before any change and allowed with cluster_maintenance_allow_double_migrations, the measured second
 migrations reported; SIGINT in the middle, then a rerun that continues without redoing finished nodes and leaves no
-taint; a failed migration that stops the run with the node cordoned, the VM and the reason said, the taints lifted;
+taint; a failed migration that stops the run with the node cordoned, the VM and the reason said, the taints lifted,
+the VM KubeVirt keeps evacuating named, and giving the node back cancelling that evacuation;
 the node maintenance page's non-migratable VMs refused exactly as kubevirt_node_drain refuses them."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -147,6 +149,25 @@ def test_a_failed_migration_stops_the_run_with_the_node_cordoned_and_the_taints_
     assert result["status"] == "stopped" and f"vms/{name}" in result["stopped"]["reason"]
     assert any(m["phase"] == "Failed" for vm in result["vms"] if vm["vm"] == f"vms/{name}" for m in vm["migrations"])
     assert "worker-1" not in hook_log(tmp_path)
+    # KubeVirt keeps retrying the VM's evacuation while worker-1 stays cordoned: the report says so, and the way out
+    assert [(e["vm"], e["node"], e["result"]) for e in result["still_evacuating"]] == [(f"vms/{name}", "worker-1", "evacuating")]
+    assert "state=uncordon" in result["still_evacuating"][0]["reason"]
+    assert "## Evacuations when a node was given back or the run stopped" in (tmp_path / "reports" / "cluster-maintenance-localhost.md").read_text()
+    # giving worker-1 back cancels the evacuation: once a retry already under way has ended, no migration follows (while
+    # the VMI is marked KubeVirt creates the next retry as soon as one fails, held Pending for the backoff)
+    given_back = run_ansible_module(sim, "kubevirt_ops.rebalance.kubevirt_node_drain", {"node": "worker-1", "state": "uncordon"})
+    evacuations = given_back["evacuations"]
+    assert evacuations["served"] is True and evacuations["stayed"] + evacuations["moving"] == [f"vms/{name}"], evacuations
+    assert "evacuationNodeName" not in sim.kubectl_json("get", "vmi", name, "-n", "vms")["status"]
+
+    def unfinished():
+        return [m for m in sim.kubectl_json("get", "vmim", "-n", "vms")["items"]
+                if m["spec"]["vmiName"] == name and m["status"].get("phase") not in ("Succeeded", "Failed")]
+    wait_for(lambda: not unfinished(), timeout=30, what="no unfinished migration of " + name)
+    count = len([m for m in sim.kubectl_json("get", "vmim", "-n", "vms")["items"] if m["spec"]["vmiName"] == name])
+    time.sleep(60 / 30)   # 60 simulated seconds (timeScale 30)
+    assert len([m for m in sim.kubectl_json("get", "vmim", "-n", "vms")["items"] if m["spec"]["vmiName"] == name]) == count
+    assert sim.kubectl_json("get", "vmi", name, "-n", "vms")["status"]["nodeName"] == "worker-1"
 
 
 def test_the_pages_non_migratable_vms_are_refused_as_the_drain_refuses_them(fresh_kubesim, tmp_path):

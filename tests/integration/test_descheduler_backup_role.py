@@ -5,6 +5,8 @@ when the live policy changed in between, which it reports); a new run makes a ne
 nothing (on a Deployment-mode installation)."""
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,44 @@ def test_check_mode_reads_but_writes_nothing(kubesim_factory, tmp_path):
     assert result["check_mode"] and not result["written"] and result["workload_kind"] == "Deployment"
     assert result["workload_path"].endswith("_deployment_descheduler_descheduler.yaml")
     assert not (tmp_path / "backups").exists()
+    # the copy in the cluster is a server-side dry run: named, not stored
+    assert result["cluster_object"].startswith("descheduler/kubevirt-ops-backup-") and result["cluster_object_created"]
+    assert sim.kubectl_json("-n", "descheduler", "get", "configmaps", "-l", "app.kubernetes.io/component=run-backup")["items"] == []
+
+
+PROMETHEUS_POLICY = """apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+metricsProviders:
+- source: Prometheus
+  prometheus:
+    url: https://prometheus-k8s.monitoring.svc:9091
+    authToken:
+      secretReference:
+        namespace: descheduler
+        name: prometheus-auth
+profiles: []
+"""
+
+
+def test_the_cluster_copy_is_the_files_byte_for_byte_and_keeps_only_the_reference_to_a_secret(kubesim_factory, tmp_path):
+    """The policy names the Secret that holds Prometheus' token (actual-load-hot-worker: descheduler/prometheus-auth holds
+    kubesim-prometheus-token): the backups, file and cluster copy, keep the reference and never the token."""
+    sim = kubesim_factory("actual-load-hot-worker")
+    name_secret = dict(CHANGE_POLICY, name="Name the token Secret in the policy")
+    name_secret["kubernetes.core.k8s"] = dict(CHANGE_POLICY["kubernetes.core.k8s"], definition={"data": {"policy.yaml": PROMETHEUS_POLICY}})
+    run = run_tasks(sim, [name_secret, BACKUP], extra_vars=backup_vars(tmp_path))
+    result = run.fact("descheduler_backup_result")
+    namespace, name = result["cluster_object"].split("/")
+    stored = sim.kubectl_json("-n", namespace, "get", "configmap", name)
+    assert stored["immutable"] is True and result["cluster_object_created"]
+    files = {Path(path).name: Path(path).read_text() for path in (result["path"], result["workload_path"])}
+    assert {"{0}_{1}".format(result["run_id"], key): text for key, text in stored["data"].items()} == files
+    assert yaml.safe_load(stored["data"]["configmap_descheduler_descheduler.yaml"])["data"]["policy.yaml"] == PROMETHEUS_POLICY
+    record = yaml.safe_load(stored["metadata"]["annotations"]["kubevirt-ops.io/run"])
+    assert record["secret_references"] == [{"path": "data.policy.yaml.metricsProviders[0].prometheus.authToken.secretReference",
+                                            "namespace": "descheduler", "name": "prometheus-auth"}]
+    (encoded,) = sim.kubectl_json("-n", "descheduler", "get", "secret", "prometheus-auth")["data"].values()
+    token = base64.b64decode(encoded).decode()
+    assert token == "kubesim-prometheus-token"
+    for secret in (token, encoded):
+        assert secret not in json.dumps(stored) and not any(secret in text for text in files.values())

@@ -24,14 +24,15 @@ from .test_vm_migration_cooldown import NAMESPACE, migrate
 
 pytestmark = pytest.mark.simulator
 
-USERS = ["facts", "policy", "verify", "cooldown", "breaker", "cooldown-role", "reduced"]
+USERS = ["facts", "policy", "verify", "cooldown", "breaker", "cooldown-role", "backup", "reduced"]
 
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     grants = {"facts": manifests("kubevirt_eviction_facts"), "policy": manifests("descheduler_policy"),
               "verify": manifests("vm_migration_verify"), "cooldown": manifests("vm_migration_cooldown"),
-              "breaker": manifests("descheduler_storm_breaker"), "cooldown-role": manifests("roles/rebalance_cooldown")}
+              "breaker": manifests("descheduler_storm_breaker"), "cooldown-role": manifests("roles/rebalance_cooldown"),
+              "backup": manifests("run_backup")}
     # no scheduled Descheduler run: a VM moving between the snapshots of the "changes nothing" tests would fail them
     with rbac_kubesim(tmp_path_factory.mktemp("least-privilege"), "rebalance-two-workers", "rebalance-rbac", USERS, grants,
                       objects=[suspended_cronjob("rebalance-two-workers")]) as started:
@@ -239,10 +240,63 @@ def test_storm_breaker_without_one_permission_names_it_and_pauses_nothing(sim, m
     assert probe(sim)["metadata"]["resourceVersion"] == before
 
 
+# -------------------------------------------------------------------------------------------- run backups in the cluster
+BACKUPS = "/api/v1/namespaces/descheduler/configmaps?labelSelector=app.kubernetes.io/component%3Drun-backup"
+
+
+def run_backup_as(sim, user: str, **args) -> dict:
+    files = {"configmap_descheduler_descheduler.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: descheduler\n"}
+    params = dict({"namespace": "descheduler", "playbook": "rebalance", "cluster_name": "workload", "files": files, "retention": 1}, **args)
+    return call_module("run_backup", as_user(sim, user, **params))
+
+
+def backup_names(sim) -> list:
+    return sorted(item["metadata"]["name"] for item in api(sim, "GET", BACKUPS)["items"])
+
+
+def test_run_backup_stores_prunes_records_and_lists_as_its_user(sim):
+    try:
+        assert run_backup_as(sim, "backup", run_id="lp-1")["created"]
+        second = run_backup_as(sim, "backup", run_id="lp-2")
+        assert second["created"] and second["pruned"] == ["kubevirt-ops-backup-lp-1"]
+        assert backup_names(sim) == ["kubevirt-ops-backup-lp-2"]
+        finished = run_backup_as(sim, "backup", state="finished", run_id="lp-2", outcome="complete")
+        assert finished["marked"] == ["descheduler/kubevirt-ops-backup-lp-2"]
+        history = run_backup_as(sim, "backup", state="history", run_id="lp-2")
+        assert history["runs"][0]["outcome"] == "complete" and history["backup"]["object"] == "descheduler/kubevirt-ops-backup-lp-2"
+    finally:
+        for name in backup_names(sim):
+            api(sim, "DELETE", "/api/v1/namespaces/descheduler/configmaps/" + name)
+
+
+@pytest.mark.parametrize("kind,resource,verb", [
+    ("Role", "configmaps", "list"),
+    ("Role", "leases", "get"),
+    ("Role", "configmaps", "create"),
+])
+def test_run_backup_without_one_permission_names_it_and_stores_nothing(sim, kind, resource, verb):
+    grant(sim, "reduced", without(manifests("run_backup"), kind, resource, verb))
+    assert_denied(run_backup_as(sim, "reduced", run_id="lp-denied"), verb, resource)
+    assert backup_names(sim) == []
+
+
+def test_run_backup_without_delete_keeps_the_older_backups_and_names_it(sim):
+    grant(sim, "reduced", without(manifests("run_backup"), "Role", "configmaps", "delete"))
+    try:
+        assert run_backup_as(sim, "backup", run_id="lp-old")["created"]
+        assert_denied(run_backup_as(sim, "reduced", run_id="lp-new"), "delete", "configmaps")
+        assert backup_names(sim) == ["kubevirt-ops-backup-lp-new", "kubevirt-ops-backup-lp-old"]
+    finally:
+        for name in backup_names(sim):
+            api(sim, "DELETE", "/api/v1/namespaces/descheduler/configmaps/" + name)
+
+
 def test_every_documented_manifest_is_a_valid_rbac_object():
     for path in sorted(RBAC_DIR.glob("*.yaml")):
         document = yaml.safe_load(path.read_text())
-        assert document["kind"] == "List" and [d["kind"] for d in document["items"]] in (["ClusterRole", "Role"], ["ClusterRole"], ["Role"]), path
+        # run_backup.yaml: a Role in the Descheduler's namespace (the backups) and one in the Lease's (kube-system)
+        assert document["kind"] == "List" and [d["kind"] for d in document["items"]] in (
+            ["ClusterRole", "Role"], ["ClusterRole"], ["Role"], ["Role", "Role"]), path
         for doc in document["items"]:
             assert doc["apiVersion"] == "rbac.authorization.k8s.io/v1" and doc["kind"] in ("ClusterRole", "Role"), path
             assert doc["metadata"]["name"].startswith("kubevirt-ops-"), path

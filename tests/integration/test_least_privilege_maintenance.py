@@ -114,3 +114,20 @@ def test_cluster_maintenance_without_one_permission_names_it_and_changes_nothing
     assert_denied(call_module("kubevirt_cluster_maintenance", as_user(sim, "reduced", **ROLLING)), verb, resource)
     assert pending_taints(sim) == []
     assert api(sim, "DELETE", "/api/v1/namespaces/kube-system/configmaps/kubevirt-ops-cluster-maintenance") is None
+
+
+def test_uncordon_cancels_a_left_evacuation_as_its_user_and_without_the_subresource_names_it(sim):
+    """A VM a stopped drain left marked (vm-rwo is not live-migratable: KubeVirt creates no migration for it, the mark
+    stays): without update on virtualmachineinstances/evacuate/cancel the uncordon fails naming it, before the uncordon;
+    with kubevirt_node_drain's set the mark is cleared and the node given back."""
+    sim.kubectl("cordon", "worker-1")
+    sim.kubectl("patch", "vmi", "vm-rwo", "-n", "vms", "--subresource=status", "--type=merge", "-p",
+                '{"status":{"evacuationNodeName":"worker-1"}}')
+    grant(sim, "reduced", without(manifests("kubevirt_node_drain"), "ClusterRole", "virtualmachineinstances/evacuate/cancel", "update"))
+    assert_denied(call_module("kubevirt_node_drain", as_user(sim, "reduced", node="worker-1", state="uncordon")),
+                  "update", "virtualmachineinstances/evacuate/cancel")
+    assert node(sim, "worker-1")["spec"]["unschedulable"] is True
+    result = call_module("kubevirt_node_drain", as_user(sim, "drain", node="worker-1", state="uncordon"))
+    assert not result["failed"] and result["evacuations"]["stayed"] == ["vms/vm-rwo"], result
+    assert "evacuationNodeName" not in api(sim, "GET", "/apis/kubevirt.io/v1/namespaces/vms/virtualmachineinstances/vm-rwo")["status"]
+    assert not node(sim, "worker-1")["spec"].get("unschedulable")

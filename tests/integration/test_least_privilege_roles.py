@@ -88,6 +88,18 @@ def test_compat_role_runs_as_its_user_and_without_listing_configmaps_names_it(si
     role_denied(denied, "list", "configmaps")
 
 
+def test_rebalance_role_without_create_configmaps_stops_at_the_cluster_copy_of_its_backup_before_any_change(sim, tmp_path):
+    """The backup is stored in the cluster (run_backup: a ConfigMap per run) before the policy changes: refused, nothing changes."""
+    variables = {"descheduler_rebalance_namespace": "desched-test", "descheduler_rebalance_nodes": ["worker-a", "worker-b"],
+                 "descheduler_rebalance_vm_labels": {"app": "desched-test"}, "descheduler_rebalance_cluster_name": "workload"}
+    grant(sim, "reduced", without(manifests("roles/descheduler_rebalance"), "Role", "configmaps", "create"))
+    before = policy_objects(sim)
+    denied = run_role(sim, "descheduler_rebalance", {"context": "reduced@workload", "descheduler_rebalance_backup_dir": str(tmp_path / "d"),
+                                                     **variables}, expect_failure=True, name="rebalance-no-copy")
+    role_denied(denied, "create", "configmaps")
+    assert policy_objects(sim) == before
+
+
 def test_rebalance_role_applies_the_page_policy_as_its_user_and_without_update_changes_nothing(sim, tmp_path):
     """Last in this file: it leaves the page's policy applied (preflight, backup and plan are reads, update the one write)."""
     variables = {"descheduler_rebalance_namespace": "desched-test", "descheduler_rebalance_nodes": ["worker-a", "worker-b"],

@@ -1,7 +1,8 @@
 """playbooks/rehearse.yml when things go wrong, on the simulator (its faults and scenarios): a migration that fails, a
 burst of 503s during the cleanup, SIGINT to ansible-playbook during the validation; the refusals that need a cluster
 shaped for them (one schedulable worker, full workers, OpenShift's operator); plain Kubernetes with the upstream
-chart; a Descheduler Deployment is refused. After each, the cluster is as it was, or the report names what is left and `-e rehearse_cleanup=only` removes it."""
+chart; a Descheduler Deployment, held at 0 replicas until the apply. After each, the cluster is as it was, or the report
+names what is left and `-e rehearse_cleanup=only` removes it."""
 from __future__ import annotations
 
 import json
@@ -117,6 +118,17 @@ def test_plain_kubernetes_with_the_upstream_chart_is_restored_from_the_backup_th
     assert_as_before(sim, before)
 
 
-def test_refuses_a_descheduler_deployment_which_reads_its_policy_only_at_start(fresh_kubesim):
+def test_a_descheduler_deployment_is_held_at_zero_then_runs_the_rehearsals_policy_and_is_restored(fresh_kubesim):
+    """Issue 28: the refusal of Deployment installs is gone. The Deployment is scaled to 0 before the test VMs exist, scaled
+    back after the apply (its new Pod reads the rehearsal's policy at start), and scaled back again by the cleanup."""
     sim = fresh_kubesim("rehearsal-deployment", settle=True)
-    assert_refused_before_anything(sim, "deployment", {}, "runs as a Deployment, whose process reads the policy file only when it starts")
+    before = cluster_state(sim)
+    assert before["replicas"] == 1
+    rehearsal = rehearse(sim, "deployment")
+    report = rehearsal.report
+    assert report["status"] == "passed", (report["error"], rehearsal.output[-3000:])
+    assert report["rehearsal"]["hold"]["kind"] == "Deployment" and report["rehearsal"]["hold"]["suspended_before"] is False
+    assert report["rehearsal"]["comparison"]["matches"], report["rehearsal"]["comparison"]
+    moved = [m for m in report["moved"] if m["namespace"] == NAMESPACE]
+    assert len(moved) == report["rehearsal"]["prediction"]["moves"]
+    assert_as_before(sim, before)

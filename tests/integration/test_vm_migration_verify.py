@@ -1,6 +1,7 @@
 """`kubevirt_ops.rebalance.vm_migration_verify` against the simulator: a descheduler-triggered migration passes,
 a failed one fails with its reason, a strategy None VM that is restarted fails on its UID, a hung migration times
-out naming the open check, a drain-triggered migration is classified as drain, the requests while waiting do not
+out naming the open check, a drain-triggered migration is classified as drain (its node cordoned, as kubectl drain does) and an
+evacuation whose evidence is gone as unknown, never drain, the requests while waiting do not
 grow with the waiting time, and the module returns within a second of the deciding event."""
 from __future__ import annotations
 
@@ -90,12 +91,14 @@ def record_running(sim, vm: str, timeout: float = 30) -> dict:
         time.sleep(0.2)
 
 
-def evict_and_verify(sim, vm: str, fault: str | None = None, **given) -> dict:
-    """Record vms/<vm>, optionally annotate a simulator migration fault, evict its launcher as a drain does (no
-    descheduler annotation), and verify; returns the module result."""
+def evict_and_verify(sim, vm: str, fault: str | None = None, cordon: bool = False, **given) -> dict:
+    """Record vms/<vm>, optionally annotate a simulator migration fault, optionally cordon its node (as `kubectl drain`
+    does first), evict its launcher (no descheduler annotation), and verify; returns the module result."""
     if fault:
         sim.kubectl("annotate", "vmi", vm, "-n", "vms", "kubesim.io/migration=" + fault)
     before = record_running(sim, vm)
+    if cordon:
+        sim.kubectl("cordon", before["baseline"][vm]["node"])
     evict(sim, "vms", before["baseline"][vm]["launcher"])
     return verify(sim, names=["vms/" + vm], baseline=before["baseline"], **given)
 
@@ -161,13 +164,27 @@ def test_hung_migration_times_out_naming_the_open_check(simulator):
 
 def test_drain_triggered_migration_is_classified_as_drain(simulator):
     sim = simulator("maintenance")
-    result = evict_and_verify(sim, "vm-live", timeout=60, require_trigger="drain")
+    result = evict_and_verify(sim, "vm-live", cordon=True, timeout=60, require_trigger="drain")
     vm = result["vms"][0]
     assert result["passed"] is True, (vm["reason"], vm["migration"])
     assert vm["trigger"] == "drain" and vm["checks"]["trigger"]["result"] == "pass"
+    assert vm["trigger_reason"] == "an evacuation while node {0} is cordoned (spec.unschedulable)".format(vm["source_node"])
     assert vm["migration"]["name"].startswith("kubevirt-evacuation-") and vm["descheduler_log"] == []
     after = sim.kubectl_json("get", "vmi", "vm-live", "-n", "vms")
     assert after["metadata"]["uid"] == vm["uid_before"] and after["status"]["nodeName"] != vm["source_node"]
+
+
+def test_an_evacuation_without_evidence_of_its_trigger_is_unknown_not_drain(simulator):
+    """An evacuation of an uncordoned node, no descheduler run in sight (as when the descheduler's Job was deleted by its
+    history limit while the watch was cut): the move passes its five checks, the trigger is unknown with the reason."""
+    sim = simulator("maintenance")
+    result = evict_and_verify(sim, "vm-live", timeout=60)
+    vm = result["vms"][0]
+    assert result["passed"] is True and vm["verdict"] == "pass", (vm["reason"], vm["migration"])
+    assert vm["trigger"] == "unknown" and "no evidence left" in vm["trigger_reason"] and vm["source_node"] in vm["trigger_reason"]
+    assert result["drain_evidence"] == {"nodes": {}, "errors": []}
+    node = sim.kubectl_json("get", "node", vm["source_node"])
+    assert not node["spec"].get("unschedulable")   # the cluster agrees: nobody cordoned it
 
 
 def test_requests_while_waiting_do_not_grow_with_the_waiting_time(simulator):
@@ -226,6 +243,7 @@ def test_watch_errors_reconnect_and_410_gone_lists_again(simulator):
         verify(sim, names=["vms/vm-live"], baseline=before["baseline"], timeout=60, require_trigger="drain")))
     runner.start()
     time.sleep(1.5)
+    sim.kubectl("cordon", before["baseline"]["vm-live"]["node"])   # a drain: cordon, then evict
     evict(sim, "vms", before["baseline"]["vm-live"]["launcher"])
     runner.join(60)
     assert runner_result["passed"] is True, [(vm["reason"], vm["migration"]) for vm in runner_result["vms"]]

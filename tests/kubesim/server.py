@@ -405,10 +405,10 @@ class Handler(BaseHTTPRequestHandler):
     @staticmethod
     def _kubevirt_route(cluster: Cluster, version: str, rest: list[str]) -> Route:
         """virt-api's aggregated group: `namespaces/<ns>/<plural>/<name>/<sub>` of a kubevirt.io kind."""
-        rt = cluster.registry.lookup(kubevirt_api.TARGET_GROUP, "v1", rest[2]) if len(rest) == 5 else None
+        rt = cluster.registry.lookup(kubevirt_api.TARGET_GROUP, "v1", rest[2]) if len(rest) in (5, 6) else None
         if version not in kubevirt_api.VERSIONS or rest[0] != "namespaces" or rt is None:
             raise errors.page_not_found()
-        return Route(rt, rest[1], rest[3], rest[4], group=kubevirt_api.GROUP)
+        return Route(rt, rest[1], rest[3], "/".join(rest[4:]), group=kubevirt_api.GROUP)   # evacuate/cancel: two segments
 
     @staticmethod
     def _verb(method: str, route: Route, query: dict) -> str:
@@ -443,7 +443,7 @@ class Handler(BaseHTTPRequestHandler):
                        metrics_api.resource_list(parts[1]) if len(parts) == 2 else None)
             elif parts[0] == kubevirt_api.GROUP and kubevirt_api.served(cluster):
                 doc = (discovery.aggregated_group(kubevirt_api.GROUP, kubevirt_api.VERSIONS) if len(parts) == 1 else
-                       kubevirt_api.resource_list(parts[1]) if len(parts) == 2 and parts[1] in kubevirt_api.VERSIONS
+                       kubevirt_api.resource_list(cluster, parts[1]) if len(parts) == 2 and parts[1] in kubevirt_api.VERSIONS
                        else None)
             else:
                 doc = (discovery.api_group(registry, parts[0]) if len(parts) == 1 else

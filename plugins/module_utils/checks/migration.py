@@ -11,8 +11,11 @@ changed Pod name alone is not a migration result."
 Each check answers `pass`, `fail` (decided: nothing later can make it pass) or `open` (not yet), with a reason.
 The trigger is `descheduler` (an evacuation migration while the VMI carried `kubevirt.io/eviction-source:
 descheduler`, or, after completion, created within a few seconds of the `Eviction in background assumed`
-line for the VMI's launcher in the descheduler log), `drain` (an evacuation without the descheduler source),
-`manual` (a migration created by a person or a tool) or null (no migration).
+line for the VMI's launcher in the descheduler log), `drain` (an evacuation from a node seen cordoned, as `kubectl
+drain` and this collection's drain leave it, or carrying KubeVirt's drain taint), `manual` (a migration created by a
+person or a tool), `unknown` (an evacuation with none of that evidence left: the descheduler's Job may have been deleted
+by its history limit while the watch was cut, and the node is not cordoned; `trigger_reason` says what was looked at)
+or null (no migration). An evacuation alone is never taken for a drain: the descheduler's evictions are evacuations too.
 """
 
 from __future__ import annotations
@@ -28,7 +31,11 @@ FAIL = "fail"
 OPEN = "open"
 CHECKS = ("node_changed", "migration_succeeded", "uid_unchanged", "running_ready", "old_launcher_gone")
 TRIGGER_CHECK = "trigger"
-TRIGGERS = ("descheduler", "drain", "manual")
+TRIGGERS = ("descheduler", "drain", "manual", "unknown")
+UNKNOWN = "unknown"
+# KubeVirt's default nodeDrainTaintKey (virt-controller's evacuation controller migrates every VMI off a node with it), and
+# the taint the node lifecycle controller puts on a cordoned node (kubernetes/kubernetes pkg/controller/nodelifecycle).
+DRAIN_TAINTS = ("kubevirt.io/drain", "node.kubernetes.io/unschedulable")
 EVACUATION_PREFIX = "kubevirt-evacuation-"
 DESCHEDULER_SOURCE = "descheduler"
 CORRELATION_SECONDS = 5.0
@@ -233,40 +240,83 @@ def correlated_log_lines(entry: dict, vmim: Optional[dict], records: Iterable[di
     return found
 
 
-def classify_trigger(vmim: Optional[dict], saw_descheduler_source: bool, log_lines: List[dict]) -> Optional[str]:
-    """`descheduler`, `drain`, `manual`, or None without a migration."""
+def drain_evidence(node: Optional[dict]) -> Optional[str]:
+    """Why `node` is being drained, read from the Node: cordoned (`spec.unschedulable`, the first step of `kubectl drain`
+    and of this collection's drain) or one of DRAIN_TAINTS; None when it shows neither (or is gone)."""
+    if not node:
+        return None
+    name = kv.meta(node).get("name")
+    if (node.get("spec") or {}).get("unschedulable"):
+        return "node {0} is cordoned (spec.unschedulable)".format(name)
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("key") in DRAIN_TAINTS:
+            return "node {0} has the taint {1}:{2}".format(name, taint.get("key"), taint.get("effect") or "")
+    return None
+
+
+def _evacuation(vmim: dict) -> bool:
+    record = kv.migration_facts(vmim)
+    return bool(record["evacuation"] or (record["name"] or "").startswith(EVACUATION_PREFIX))
+
+
+def classify_trigger(vmim: Optional[dict], saw_descheduler_source: bool, log_lines: List[dict],
+                     drain_seen: Optional[str] = None) -> Optional[str]:
+    """`descheduler`, `drain` (only with `drain_seen`, the drain_evidence of the evacuated node), `manual`, `unknown`
+    (an evacuation without evidence of either), or None without a migration."""
     if vmim is None:
         return None
-    record = kv.migration_facts(vmim)
-    evacuation = record["evacuation"] or (record["name"] or "").startswith(EVACUATION_PREFIX)
-    if not evacuation:
+    if not _evacuation(vmim):
         return "manual"
     if saw_descheduler_source or log_lines:
         return "descheduler"
-    return "drain"
+    if drain_seen:
+        return "drain"
+    return UNKNOWN
+
+
+def trigger_reason(trigger: Optional[str], node: str, saw_descheduler_source: bool, log_lines: List[dict],
+                   drain_seen: Optional[str], log_read: bool) -> Optional[str]:
+    """The evidence behind a trigger, as a person reads it; for `unknown`, what was looked for and not found."""
+    if trigger is None:
+        return None
+    if trigger == "manual":
+        return "a migration that is not an evacuation: created by a person or a tool"
+    if trigger == "descheduler":
+        return ("the VMI carried {0}: {1}".format(kv.EVICTION_SOURCE_ANNOTATION, DESCHEDULER_SOURCE) if saw_descheduler_source
+                else "the descheduler log has {0} for its launcher".format(EVICTION_ASSUMED))
+    if trigger == "drain":
+        return "an evacuation while {0}".format(drain_seen)
+    return ("an evacuation from {0} with no evidence left of who asked for it: the VMI was not seen with {1}: {2}, {3}, and {0} "
+            "was not seen cordoned or with a drain taint; not taken for a drain").format(
+                node, kv.EVICTION_SOURCE_ANNOTATION, DESCHEDULER_SOURCE,
+                "the descheduler log (its Pods may be gone to the Jobs' history limit) has no eviction line for its launcher" if log_read
+                else "the descheduler log could not be read")
 
 
 def descheduler_source(vmi: Optional[dict]) -> bool:
     return kv.annotations(vmi).get(kv.EVICTION_SOURCE_ANNOTATION) == DESCHEDULER_SOURCE
 
 
-def check_trigger(required: str, trigger: Optional[str], decided: bool) -> dict:
+def check_trigger(required: str, trigger: Optional[str], decided: bool, reason: Optional[str] = None) -> dict:
     if required == "any":
         return _check(PASS, "any trigger is accepted")
     if trigger == required:
         return _check(PASS, "triggered by the {0}".format(required))
     if trigger is None or not decided:
         return _check(OPEN, "the trigger is not known yet (required: {0})".format(required))
+    if trigger == UNKNOWN:
+        return _check(FAIL, "the trigger is unknown, not proven to be the {0}: {1}".format(required, reason or "no evidence left"))
     return _check(FAIL, "triggered by {0}, not by the {1}".format(trigger, required))
 
 
 # ------------------------------------------------------------------------------------------ verdict
 def evaluate(entry: dict, vmi: Optional[dict], vm: Optional[dict], vmims: Iterable[dict], pods: Iterable[dict],
              saw_descheduler_source: bool = False, log_records: Iterable[dict] = (), require_trigger: str = "any",
-             log_read: bool = True) -> dict:
+             log_read: bool = True, drain_seen: Optional[Dict[str, str]] = None) -> dict:
     """Every check for one baseline VMI; `verdict` is pass, fail or open; `moving` says that something started
     (a migration, another node or UID, a stopped VMI), so that an untouched VM can be told from one in flight.
-    `log_read` False (the last read of the log failed): no line is no evidence, so the trigger stays open."""
+    `log_read` False (the last read of the log failed): no line is no evidence, so the trigger stays open.
+    `drain_seen`: node name -> drain_evidence seen on that node while verifying (the evidence of a drain)."""
     vmims = list(vmims)
     vmim = pick_migration(entry, vmi, vmims)
     checks = {
@@ -277,10 +327,14 @@ def evaluate(entry: dict, vmi: Optional[dict], vm: Optional[dict], vmims: Iterab
         "old_launcher_gone": check_old_launcher_gone(entry, pods),
     }
     lines = correlated_log_lines(entry, vmim, log_records) if vmim is not None else []
-    trigger = classify_trigger(vmim, saw_descheduler_source or descheduler_source(vmi), lines)
+    source = saw_descheduler_source or descheduler_source(vmi)
+    evacuated = (kv.migration_facts(vmim).get("source_node") if vmim is not None else None) or entry["node"]
+    seen = (drain_seen or {}).get(evacuated)
+    trigger = classify_trigger(vmim, source, lines, seen)
+    reason = trigger_reason(trigger, evacuated, source, lines, seen, log_read)
     finished = vmim is not None and kv.migration_facts(vmim)["finished"]
     if require_trigger != "any":
-        checks[TRIGGER_CHECK] = check_trigger(require_trigger, trigger, finished and log_read)
+        checks[TRIGGER_CHECK] = check_trigger(require_trigger, trigger, finished and log_read, reason)
     results = [c["result"] for c in checks.values()]
     verdict = FAIL if FAIL in results else (PASS if all(r == PASS for r in results) else OPEN)
     moving = vmim is not None or vmi is None or checks["node_changed"]["result"] == PASS or checks["uid_unchanged"]["result"] == FAIL
@@ -292,7 +346,7 @@ def evaluate(entry: dict, vmi: Optional[dict], vm: Optional[dict], vmims: Iterab
             "source_node": entry["node"], "node": ((vmi or {}).get("status") or {}).get("nodeName"),
             "migration": migration_record(vmim) if vmim else None,
             "migrations": [kv.meta(m).get("name") for m in relevant_migrations(entry, vmims)],
-            "trigger": trigger, "descheduler_log": [r.get("line") for r in lines]}
+            "trigger": trigger, "trigger_reason": reason, "descheduler_log": [r.get("line") for r in lines]}
 
 
 def decided(results: List[dict], min_moved: int) -> bool:

@@ -15,6 +15,12 @@ lease expired, or when the holder ran on this same controller host and its ansib
 killed run; its pid and the process's start time tell it from a new process with the same pid). Everything else is
 refused with the holder named.
 
+While a step works (a drain, a validation cycle, a wait, a maintenance hook), the run renews the lease as client-go's
+leader election does: every `renew_interval` (a third of the duration), and it gives the lease up for lost when it
+could not renew for `renew_deadline` (two thirds of the duration: client-go's RenewDeadline of 10 s for a
+LeaseDuration of 15 s), or at once when another run holds it (`renewal`). A renewal never takes a lease: only the step
+that starts a run does.
+
 A record whose status is still `in_progress` when its run no longer holds the lease is an unfinished run: it died
 between two steps. A run that changes the policy refuses to start over it (`unfinished: refuse`) until a rollback (or
 a resumption, for the maintenance playbooks that continue where they stopped) takes it over (`unfinished: take`).
@@ -34,6 +40,15 @@ IN_PROGRESS = "in_progress"
 FINAL_STATUSES = ("complete", "failed", "rolled_back")
 # The steps after which a dead run may have changed the cluster: anything past them needs a rollback or a resumption.
 READ_ONLY_STEPS = ("start", "preflight")
+# The shortest lease the module takes: client-go's default LeaseDuration (15 s), short enough for tests.
+MIN_DURATION = 15
+# How often a run that works renews, and how long it may fail to before it stops, as fractions of the duration
+# (client-go's leader election, k8s.io/client-go/tools/leaderelection/leaderelection.go, with the defaults of
+# k8s.io/component-base's LeaderElectionConfiguration: LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s).
+RENEW_EVERY = 1.0 / 3
+RENEW_DEADLINE = 2.0 / 3
+# How often a keepalive looks at the Lease and at the run's process (client-go's RetryPeriod).
+KEEPALIVE_POLL_SECONDS = 2.0
 
 
 def micro_time(when: datetime.datetime) -> str:
@@ -159,3 +174,76 @@ def released_body(current: dict, record: dict, now: datetime.datetime) -> dict:
     body.setdefault("metadata", {}).setdefault("annotations", {})[RECORD] = json.dumps(record, sort_keys=True)
     body["metadata"].pop("managedFields", None)
     return body
+
+
+# ------------------------------------------------------------------------------------------ renewal while a step works
+def renew_interval(duration: int) -> float:
+    """Seconds between two renewals of a lease of `duration` seconds."""
+    return max(1.0, duration * RENEW_EVERY)
+
+
+def renew_deadline(duration: int) -> float:
+    """Seconds after the last good renewal at which the run gives its lease up for lost (before it expires)."""
+    return duration * RENEW_DEADLINE
+
+
+def renew_due(last_renewed: Optional[float], now: float, duration: int) -> bool:
+    """Whether to renew now: never renewed in this step (None), or the last renewal is `renew_interval` old."""
+    return last_renewed is None or now - last_renewed >= renew_interval(duration)
+
+
+def renew_deadline_past(last_renewed: float, now: float, duration: int) -> bool:
+    """Whether the renewals failed for so long that the lease may expire before the next try: the run must stop."""
+    return now - last_renewed >= renew_deadline(duration)
+
+
+def call_every(progress_every: Optional[int], duration: int) -> int:
+    """The `progress_every` a progress module gets while a lease of `duration` is held: the module returns at least
+    every renew interval, so that the action plugin can renew between its calls (0, one call, would never return)."""
+    interval = int(renew_interval(duration))
+    return interval if not progress_every or progress_every <= 0 else min(progress_every, interval)
+
+
+def renewal(lease: Optional[dict], run_id: str, me: Optional[dict] = None) -> dict:
+    """Whether the run `run_id` still holds the lease it renews: `action` renew, or lost with `why` and the `holder`
+    record (the run that holds it now, when one does). A lease that expired unrenewed but that nobody took is still
+    this run's: nobody else wrote in between. With `me` (the renewing process), a holder on the same host must be the
+    same ansible-playbook process: a leftover of a killed run renews nothing."""
+    record = read_record(lease) or {}
+    spec = (lease or {}).get("spec") or {}
+    if lease is None:
+        return {"action": "lost", "why": "the Lease was deleted", "holder": None, "record": None}
+    if record.get("run_id") != run_id:
+        took = record.get("took_over") or {}
+        why = "taken over ({0})".format(took["why"]) if took.get("run_id") == run_id and took.get("why") else "held by another run"
+        return {"action": "lost", "why": why, "holder": record, "record": record}
+    if not spec.get("holderIdentity"):
+        return {"action": "lost", "why": "released ({0})".format(record.get("status") or "no holder"), "holder": None, "record": record}
+    holder = record.get("holder") or {}
+    if me and holder.get("host") == me.get("host") and holder.get("pid") != me.get("pid"):
+        return {"action": "lost", "why": "held by its ansible-playbook process pid {0}, not by pid {1}".format(holder.get("pid"), me.get("pid")),
+                "holder": None, "record": record}
+    return {"action": "renew", "why": "", "holder": record, "record": record}
+
+
+def lost_message(run_id: str, decision: dict) -> str:
+    """What a run says when its lease is no longer its own: why, and who holds it now, since when, at which step."""
+    text = "no longer held by run {0}: {1}".format(run_id, decision["why"])
+    holder = decision.get("holder")
+    if holder and holder.get("run_id") != run_id:
+        text += "; {0} run {1} by {2} holds it since {3} (step {4})".format(
+            holder.get("playbook") or "a", holder.get("run_id") or "?", holder_text(holder.get("holder") or {}),
+            holder.get("started") or "?", holder.get("step") or "?")
+    return text
+
+
+def keepalive_action(lease: Optional[dict], run_id: str, step: str) -> dict:
+    """What a keepalive does at one look at the Lease: `renew` (still this run's, still at `step`), `stop` (the run
+    moved on to another step or released the lease: the step the keepalive covered is over) or `lost`."""
+    decision = renewal(lease, run_id)
+    record = decision.get("record") or {}
+    if decision["action"] == "lost" and record.get("run_id") == run_id and record.get("status") != IN_PROGRESS:
+        return dict(decision, action="stop", why="the run released the lease ({0})".format(record.get("status")))
+    if decision["action"] == "renew" and record.get("step") != step:
+        return dict(decision, action="stop", why="the run moved on to step {0}".format(record.get("step")))
+    return decision

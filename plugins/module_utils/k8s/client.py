@@ -328,6 +328,13 @@ class Client:
         JSON, with retries. A failure's answer, in whatever format the server behind the path used, is `failure_body`."""
         return self.call(request, lambda: self._send("get", path, query_params=list(query_params)))
 
+    def put_path(self, path: str, body: Any, request: str) -> Any:
+        """PUT a JSON body to any path of the API server (an aggregated API's subresource, such as virt-api's
+        `virtualmachineinstances/<name>/evacuate/cancel`, whose options carry their own `dryRun`), with retries; the
+        decoded answer, None when the answer has no body."""
+        answer = self.call(request, lambda: self._send("put", path, body=body, content_type="application/json", text=True))
+        return json.loads(answer) if isinstance(answer, str) and answer.strip() else None
+
     def http_get_json(self, url: str, request: str, query_params: Sequence[Tuple[str, str]] = (),
                       headers: Optional[Dict[str, str]] = None) -> Any:
         """GET a URL outside the API server and return its decoded JSON, with the retries and deadline of every request.

@@ -30,10 +30,10 @@ from typing import Dict, List, Optional, Sequence
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import RebalanceError
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import rehearsal_objects as objects
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import meta
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import is_launcher, meta
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.node_fit import allocatable, node_usage
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.quantity import RESOURCES
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.plan import active_pods, plan_policy
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.plan import active_pods, plan_policy, vm_name
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.render import render_policy
 
 PROFILE_NAME = "vm-rebalance"
@@ -114,6 +114,24 @@ def predict(policy: dict, nodes: List[dict], pods: List[dict], source: str, dest
     candidates = sorted({vm for e in evictions for vm in [e["vm"]] + e["alternative_vms"] if vm})
     return {"holds": not problems, "problems": problems, "moves": len(evictions), "from": source, "to": destination,
             "candidates": candidates, "first_run": _plan_summary(first), "next_run": _plan_summary(second)}
+
+
+def misplaced(pods: List[dict], test_vms: Sequence[str], namespace: str, source: str) -> List[str]:
+    """The test VMs not where the prediction put them, as `vm (on worker-b)`: each must have exactly one active
+    virt-launcher Pod, on `source`. A second launcher (a migration in flight) or one on another node means something moved
+    it after it was created: a Descheduler run that was not held, or another controller."""
+    found: Dict[str, List[str]] = {vm: [] for vm in test_vms}
+    for node, on_node in active_pods(pods).items():
+        for pod in on_node:
+            name = vm_name(pod) if is_launcher(pod) and meta(pod).get("namespace") == namespace else None
+            if name in found:
+                found[name].append(node)
+    problems = []
+    for vm in test_vms:
+        nodes = sorted(found[vm])
+        if nodes != [source]:
+            problems.append("{0} ({1})".format(vm, "on " + " and ".join(nodes) if nodes else "no running launcher"))
+    return problems
 
 
 # ------------------------------------------------------------------------------------------ sizing

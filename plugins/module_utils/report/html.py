@@ -395,8 +395,12 @@ def rehearsal_section(document: dict) -> Optional[Markup]:
     if not isinstance(rehearsal, dict):
         return None
     vms = [vm for vm in items(rehearsal.get("vms")) if isinstance(vm, dict)]
-    intro = tag("p", None, "Namespace {0}: test VMs placed on {1}, to move to {2}.".format(
-        shown(rehearsal.get("namespace")), shown(rehearsal.get("source_node")), shown(rehearsal.get("destination_node"))))
+    hold = mapping(rehearsal.get("hold"))
+    held = " The Descheduler {0} {1}/{2} was held ({3}) from before the test VMs were created until the rehearsal's policy was applied.".format(
+        shown(hold.get("kind")), shown(hold.get("namespace")), shown(hold.get("name")),
+        "paused already" if hold.get("suspended_before") else "suspended" if hold.get("kind") == "CronJob" else "scaled to 0") if hold else ""
+    intro = tag("p", None, "Namespace {0}: test VMs placed on {1}, to move to {2}.{3}".format(
+        shown(rehearsal.get("namespace")), shown(rehearsal.get("source_node")), shown(rehearsal.get("destination_node")), held))
     vm_rows = [[vm.get("name"), shown(vm.get("uid")), shown(vm.get("node")), shown(vm.get("memory"))] for vm in vms]
     vm_table = table(["VM", "UID", "node", "memory"], vm_rows, css="rehearsal-vms") if vms else nothing("no test VM was created")
     return section("rehearsal", "Rehearsal", intro, storage_text(mapping(rehearsal.get("storage"))),

@@ -29,6 +29,19 @@ def _cell(text: object) -> str:
     return str("" if text is None else text).replace("|", "\\|").replace("\n", " ")
 
 
+def evacuation_rows(report: dict) -> List[List[str]]:
+    """The VMs KubeVirt was evacuating when a node was given back (the uncordon step's `evacuations`: cancelled, or going
+    on) and, for a stopped run, those it is still evacuating: node, VM, what became of it, why."""
+    rows = []
+    for node in report.get("nodes") or []:
+        uncordon = (node.get("steps") or {}).get("uncordon") or {}
+        evacuations = uncordon.get("evacuations") if isinstance(uncordon, dict) else None
+        for vm in (evacuations or {}).get("vms") or []:
+            rows.append([node.get("node"), "{0}/{1}".format(vm.get("namespace"), vm.get("name")), vm.get("result"), vm.get("reason")])
+    rows += [[entry.get("node"), entry.get("vm"), entry.get("result"), entry.get("reason")] for entry in report.get("still_evacuating") or []]
+    return rows
+
+
 def markdown(report: dict) -> str:
     totals = report.get("totals") or {}
     lines: List[str] = [
@@ -51,6 +64,11 @@ def markdown(report: dict) -> str:
         lines.append("| {0} | {1} | {2} | {3} | {4} |".format(
             _cell(node.get("node")), _cell(node.get("state")), _cell(node.get("started_at")), _cell(node.get("done_at")),
             " | ".join(_step(steps, name) for name in STEPS)))
+    evacuations = evacuation_rows(report)
+    if evacuations:
+        lines += ["", "## Evacuations when a node was given back or the run stopped", "", "| node | VM | result | why |",
+                  "| --- | --- | --- | --- |"]
+        lines += ["| {0} |".format(" | ".join(_cell(cell) for cell in row)) for row in evacuations]
     lines += ["", "## Migrations", "", "| VM | migration | from | to | seconds | phase |", "| --- | --- | --- | --- | --- | --- |"]
     for vm in report.get("vms") or []:
         for move in vm.get("migrations") or []:
@@ -88,7 +106,16 @@ def html(report: dict) -> str:
     return "<!DOCTYPE html>\n" + tag("html", {"xmlns": "http://www.w3.org/1999/xhtml", "lang": "en"},
                                      tag("head", None, tag("meta", {"charset": "utf-8"}), tag("title", None, title),
                                          tag("style", None, Markup(page.STYLE))),
-                                     tag("body", None, header, tag("main", None, totals_part, nodes_part, migrations_part(report)))) + "\n"
+                                     tag("body", None, header, tag("main", None, totals_part, nodes_part, evacuations_part(report),
+                                                                   migrations_part(report)))) + "\n"
+
+
+def evacuations_part(report: dict) -> Optional[Markup]:
+    rows = evacuation_rows(report)
+    if not rows:
+        return None
+    return page.section("evacuations", "Evacuations when a node was given back or the run stopped",
+                        page.table(["node", "VM", "result", "why"], rows, css="evacuations"))
 
 
 def migrations_part(report: dict) -> Markup:

@@ -9,7 +9,8 @@ puts the collection's `PreferNoSchedule` taint on every node still to be maintai
 node). A recorded run that did not finish is continued: its finished nodes are skipped, its started ones go first.
 `started` and `node_done` record each node's progress (`node_done` lifts the node's taint); `finished` and `stopped`
 lift every taint of ours and answer the run's report (per node the steps, per VM every migration since the run
-began); `absent` lifts the taints and forgets the run. In check mode the writes go as server-side dry runs.
+began; `stopped` also the VMs KubeVirt is still evacuating from the nodes not done, checks.evacuation_cancel); `absent`
+lifts the taints and forgets the run. In check mode the writes go as server-side dry runs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import drain_plan
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import evacuation_cancel
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import rolling_maintenance as rm
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.migration import migration_record
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.eviction_facts import Scope, read_facts
@@ -298,6 +300,10 @@ def ended(client: Client, api: MaintenanceApi, options: KubevirtClusterMaintenan
     api.write_record(record)
     vmims = client.list_kind("VirtualMachineInstanceMigration", "kubevirt.io") or []
     report = run_report(record, vmims, moment)
+    if options.state == "stopped":   # what KubeVirt goes on evacuating from the nodes not done (a cordoned node keeps its marks)
+        vmis = client.list_kind("VirtualMachineInstance", "kubevirt.io") or []
+        report["still_evacuating"] = evacuation_cancel.left_marked(
+            vmis, [n for n in record.get("nodes") or [] if n not in done_nodes(record)])
     result.update(changed=True, report=report, markdown=report_text.markdown(report), html=report_text.html(report))
     return result
 

@@ -18,7 +18,11 @@
   over all of them (one WatchSet, a Pods stream per node): each node keeps at most its own concurrency in flight
   (`max_parallel_per_node`, else as for one node), the batch at most parallelMigrationsPerCluster, the nodes served
   in turn. The result has each node's result as a one-node call returns it (`nodes_results`) and the batch's totals.
-- `state: uncordon`: the node becomes schedulable again.
+- `state: uncordon`: the node becomes schedulable again. VMs a stopped drain left marked for evacuation
+  (`status.evacuationNodeName`, the VMs that had not moved) are first taken back from KubeVirt, which would otherwise
+  go on migrating them: where the API server serves virt-api's `evacuate/cancel` (read from discovery) each mark is
+  cleared and the evacuation migrations that have not started are deleted; elsewhere the result says which VMs KubeVirt
+  keeps evacuating and how to stop it (checks.evacuation_cancel).
 - `state: safe_to_shutdown`: read-only: no VMI runs on the node any more; the other Pods are listed.
 
 Check mode changes nothing: the preflight is read as in a run, and the cordon (or uncordon) that a run would
@@ -33,10 +37,11 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import drain_plan as plan
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import evacuation_cancel as cancel
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client, Failure
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.eviction_facts import Scope, read_facts
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_subdomain
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
@@ -210,6 +215,31 @@ class NodeApi:
 
     def evict(self, namespace: str, name: str) -> dict:
         return self.client.evict(namespace, name, is_answer=is_eviction_answer)
+
+    def evacuations(self) -> Tuple[List[dict], List[dict]]:
+        """The VMIs and their migrations (empty where KubeVirt is not served)."""
+        return (self.client.list_kind("VirtualMachineInstance", "kubevirt.io") or [],
+                self.client.list_kind("VirtualMachineInstanceMigration", "kubevirt.io") or [])
+
+    def serves_evacuate_cancel(self) -> bool:
+        """Whether virt-api serves `evacuate/cancel` (its APIResourceList in discovery; a version string proves nothing)."""
+        try:
+            listed = self.client.get_path("/apis/" + cancel.GROUP_VERSION, "read the resources of " + cancel.GROUP_VERSION)
+        except ApiFailure as failure:
+            if failure.status == 404:
+                return False
+            raise
+        return cancel.served(listed)
+
+    def cancel_evacuation(self, namespace: str, name: str, node: str, dry_run: bool) -> None:
+        body = cancel.options(node)
+        if dry_run:
+            body["dryRun"] = ["All"]
+        self.client.put_path(cancel.path(namespace, name), body, "cancel the evacuation of vmi {0}/{1}".format(namespace, name))
+
+    def delete_migration(self, namespace: str, migration: dict, dry_run: bool) -> None:
+        self.client.delete(self.client.require_kind("VirtualMachineInstanceMigration", "kubevirt.io"), migration["name"], namespace,
+                           preconditions={"uid": migration["uid"]} if migration.get("uid") else None, dry_run=dry_run)
 
 
 # ------------------------------------------------------------------------------------------ preflight
@@ -594,7 +624,8 @@ def summarize(results: List[dict]) -> dict:
 def resume_text(nodes: List[str]) -> str:
     who = "Node {0} stays".format(nodes[0]) if len(nodes) == 1 else "Nodes {0} stay".format(", ".join(nodes))
     return ("{0} cordoned. Run the task again to continue: it reads the cluster again, waits for VMs KubeVirt is still evacuating "
-            "(and retrying after a failed migration) and evicts what is left. Uncordon with state: uncordon to give up.".format(who))
+            "(and retrying after a failed migration) and evicts what is left. Uncordon with state: uncordon to give up: it also cancels "
+            "the evacuations KubeVirt still holds, so the VMs that have not moved stay.".format(who))
 
 
 def unfinished_items(result: dict) -> List[dict]:
@@ -691,15 +722,47 @@ def run(options: KubevirtNodeDrainOptions, check_mode: bool, client: Optional[Cl
 
 
 def uncordon(api: NodeApi, name: str, check_mode: bool) -> dict:
+    """Give the node back: first cancel the evacuations a stopped drain left (cancel_evacuations), then uncordon."""
     node = api.node(name)
     if node is None:
         raise InvalidOption("node {0!r} not found".format(name), NODE_NOT_FOUND_FIX, path="node")
+    evacuations = cancel_evacuations(api, name, check_mode)
     cordoned = bool((node.get("spec") or {}).get("unschedulable"))
     if cordoned:
         node = api.set_unschedulable(name, False, dry_run=check_mode)
-    return {"changed": cordoned, "node": name, "state": "uncordon", "was_cordoned": cordoned,
-            "cordoned": cordoned and check_mode, "ready": kv.condition_true(node, "Ready"),
-            "diff": {"before": {"unschedulable": cordoned}, "after": {"unschedulable": bool((node.get("spec") or {}).get("unschedulable"))}}}
+    cancelled = evacuations["stayed"] + evacuations["moving"]
+    diff = {"before": {"unschedulable": cordoned}, "after": {"unschedulable": bool((node.get("spec") or {}).get("unschedulable"))}}
+    if evacuations["marked"]:
+        diff["before"]["marked_for_evacuation"] = evacuations["marked"]
+        diff["after"]["marked_for_evacuation"] = evacuations["continuing"] + evacuations["failed"]
+    return {"changed": cordoned or bool(cancelled), "node": name, "state": "uncordon", "was_cordoned": cordoned,
+            "cordoned": cordoned and check_mode, "ready": kv.condition_true(node, "Ready"), "evacuations": evacuations, "diff": diff}
+
+
+def cancel_evacuations(api: NodeApi, node: str, check_mode: bool) -> dict:
+    """The VMs still marked for evacuation from `node`: each mark cleared through evacuate/cancel where virt-api serves it,
+    then its evacuation migrations that have not started deleted (as `virtctl evacuate-cancel --migrate-cancel`), so that
+    no migration moves it after the node is given back; where the cancel is not served, what KubeVirt goes on doing and how
+    to stop it. Check mode sends both as server-side dry runs."""
+    vmis, vmims = api.evacuations()
+    entries = cancel.plan(vmis, vmims, node)
+    is_served = bool(entries) and api.serves_evacuate_cancel()
+    results = []
+    for entry in entries:
+        if not is_served:
+            results.append(cancel.outcome(entry, cancelled=False, is_served=False))
+            continue
+        try:
+            api.cancel_evacuation(entry["namespace"], entry["name"], node, check_mode)
+        except ApiFailure as failure:
+            if failure.status in (401, 403):   # a missing permission fails the task, naming it
+                raise
+            results.append(cancel.outcome(entry, cancelled=False, error=failure.problem))
+            continue
+        for migration in entry["pending"]:
+            api.delete_migration(entry["namespace"], migration, check_mode)
+        results.append(cancel.outcome(entry, cancelled=True))
+    return cancel.summary(node, is_served if entries else None, results)
 
 
 def check_safe(client: Client, api: NodeApi, name: str) -> dict:

@@ -185,6 +185,14 @@ def _confirm(options: RehearsalPlanOptions, nodes: List[dict], pods: List[dict])
     missing = [k for k in ("source", "destination", "vm_names", "thresholds", "target_thresholds") if k not in sizing]
     if missing:
         raise InvalidOption("lacks {0}".format(", ".join(missing)), "Pass the sizing that rehearsal_plan returned.", path="confirm")
+    moved = rehearsal.misplaced(pods, sizing["vm_names"], options.namespace, sizing["source"])
+    if moved:
+        raise RehearsalRefused(
+            "test VM(s) not on {0}, where the prediction put them: {1}. Something moved them after they were created; the "
+            "rehearsal holds the Descheduler, so another run or controller did".format(sizing["source"], ", ".join(moved)),
+            "Find what moved them (kubectl get vmim -n {0}; a second Descheduler, a node maintenance, a person), stop it, then "
+            "rehearse again: the comparison with the prediction would prove nothing now.".format(options.namespace),
+            path="confirm", result={"misplaced": moved})
     policy = rehearsal.rehearsal_policy(sizing["source"], sizing["destination"], options.vm_labels, sizing["thresholds"]["memory"],
                                         sizing["target_thresholds"]["memory"], options.moves)
     prediction = rehearsal.predict(policy, nodes, pods, sizing["source"], sizing["destination"], options.moves, sizing["vm_names"],

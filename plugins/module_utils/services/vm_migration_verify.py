@@ -21,7 +21,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import migration as mc
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import ModuleOptions
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption, KindNotServed
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, parse_label_selector
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.progress import PROGRESS_SPEC, Progress, check_every, named, seconds
@@ -193,6 +193,33 @@ class DeschedulerLog:
         return records
 
 
+# ------------------------------------------------------------------------------------------ drain evidence
+class DrainEvidence:
+    """What the evacuated nodes show of a drain (checks.migration.drain_evidence), read once per node when an evacuation
+    finished without evidence of the descheduler, and kept: a node seen cordoned stays evidence after an uncordon. A
+    Node that cannot be read (RBAC without get on nodes) is no evidence; the error is reported."""
+
+    def __init__(self, client: Client, seen: Optional[Dict[str, str]] = None) -> None:
+        self.client = client
+        self.seen: Dict[str, str] = dict(seen or {})
+        self.read_nodes: set = set(self.seen)
+        self.errors: List[str] = []
+
+    def read(self, nodes: set) -> bool:
+        """Read the nodes not read yet; whether anything was read."""
+        new = sorted(n for n in nodes if n and n not in self.read_nodes)
+        for name in new:
+            self.read_nodes.add(name)
+            try:
+                found = mc.drain_evidence(self.client.get(self.client.require_kind("Node", ""), name))
+            except ApiFailure as error:  # evidence, not a verdict: no evidence, and say why
+                self.errors.append("node {0}: {1}".format(name, error))
+                continue
+            if found:
+                self.seen[name] = found
+        return bool(new)
+
+
 # ------------------------------------------------------------------------------------------ verify
 def _streams(client: Client, namespaces: List[str]) -> List[Stream]:
     found = client.find_kinds([("VirtualMachineInstance", "kubevirt.io"), ("VirtualMachineInstanceMigration", "kubevirt.io"),
@@ -265,6 +292,7 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
     timeout = options.timeout
     namespaces = sorted({e["namespace"] for e in entries})
     saw_source: Dict[tuple, bool] = {tuple(key): True for key in progress.state.get("saw_source") or []}
+    drains = DrainEvidence(client, progress.state.get("drain_seen"))
     reported = set(progress.state.get("reported") or [])
     client.retried[:0] = progress.state.get("retried") or []  # the retries of the calls before count in the result
     keys = {(e["namespace"], e["name"]) for e in entries}
@@ -285,8 +313,13 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
             ns, name = entry["namespace"], entry["name"]
             results.append(mc.evaluate(entry, ws.cache["vmis/" + ns].get((ns, name)), ws.cache.get("vms/" + ns, {}).get((ns, name)),
                                        ws.objects("vmims/" + ns), ws.objects("pods/" + ns), saw_source.get((ns, name), False),
-                                       log.records, require, log_read=log.error is None))
+                                       log.records, require, log_read=log.error is None, drain_seen=drains.seen))
         return results
+
+    def unproven_sources(results: List[dict]) -> set:
+        """The source nodes of finished evacuations that no evidence ties to the descheduler yet."""
+        return {r["migration"]["source_node"] or r["source_node"] for r in results if r["migration"] and r["migration"]["evacuation"]
+                and r["migration"]["phase"] in kv.FINISHED_MIGRATION_PHASES and r["trigger"] not in ("descheduler", "drain")}
 
     def needs_log(results: List[dict]) -> bool:
         """A finished evacuation whose trigger is still unproven: read the log (once per migration, and again while
@@ -301,6 +334,8 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
         results = evaluate_all(ws)
         if needs_log(results):
             log.read()
+            results = evaluate_all(ws)
+        if drains.read(unproven_sources(results)):
             results = evaluate_all(ws)
         state["results"] = results
         for result in results:
@@ -318,7 +353,8 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
     results = state["results"] or evaluate_all(watchset)
     finished = mc.decided(results, min_moved)
     if not finished and progress.every > 0 and not progress.out_of_time(timeout):
-        carried = {"saw_source": sorted(list(k) for k in saw_source), "reported": sorted(reported), "retried": client.retried}
+        carried = {"saw_source": sorted(list(k) for k in saw_source), "reported": sorted(reported), "retried": client.retried,
+                   "drain_seen": drains.seen}
         return {"changed": False, "mode": "verify", "progress": progress.unfinished(awaiting_line(results, progress.elapsed(), timeout), carried)}
     decided_after = progress.elapsed()
     if any(r["migration"] and r["migration"]["evacuation"] for r in results) and not log.reads:
@@ -326,6 +362,8 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
         results = evaluate_all(watchset)
     elif log.reads and any(r["migration"] and r["migration"]["evacuation"] and not r["descheduler_log"] for r in results):
         log.read()
+        results = evaluate_all(watchset)
+    if drains.read(unproven_sources(results)):
         results = evaluate_all(watchset)
     overall = mc.finish(results, min_moved, timed_out=not finished)
     for result in results:
@@ -336,6 +374,7 @@ def verify(options: VmMigrationVerifyOptions, selected: Selection, client: Clien
         "vms": results, "timed_out": not finished, "timeout": timeout, "require_trigger": require,
         "waited_seconds": round(decided_after, 3), "verified_at": utc_now(),
         "descheduler_log": {"namespace": log.namespace, "pods": log.pods, "reads": log.reads, "error": log.error},
+        "drain_evidence": {"nodes": drains.seen, "errors": drains.errors},
         "watch": dict(watchset.stats, errors=watchset.errors[-20:]),
         "api": {"retries": len(client.retried), "retried": client.retried[-20:]}, "progress": progress.done(),
     }
@@ -373,6 +412,10 @@ def markdown(output: dict) -> str:
                  vm.get("trigger") or "", vm["checks"]["uid_unchanged"]["result"], (vm.get("reason") or "").replace("|", "\\|")]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines.append("")
+    unknown = ["- {0}/{1}: trigger unknown: {2}".format(vm["namespace"], vm["name"], vm.get("trigger_reason") or "no evidence left")
+               for vm in output["vms"] if vm.get("trigger") == mc.UNKNOWN]
+    if unknown:
+        lines.extend(unknown + [""])
     return "\n".join(lines)
 
 

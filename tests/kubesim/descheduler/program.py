@@ -13,6 +13,11 @@ the descheduler image.
 - Otherwise one cycle runs a simulated second after the start; with `--descheduling-interval` a cycle runs
   every interval while the Pod lives (the process, and its EvictionsInBackground memory, lives as long as the
   container), without it the process exits 0 after the cycle.
+- The policy is read once per process, as upstream's `Run` (pkg/descheduler/descheduler.go) calls
+  `LoadPolicyConfig` before its `--descheduling-interval` loop and every cycle runs that policy: a change of the
+  ConfigMap reaches a Deployment's cycles only through a Pod created after it (the ReplicaSet's replacement of a
+  deleted Pod) or a restarted container. A deleted Pod's process runs no further cycle (upstream: SIGTERM cancels
+  the loop's context).
 - Exit: a Job Pod (`restartPolicy` Never or OnFailure) ends with `controllers.kubelet.finish_pod` (Succeeded for
   exit code 0, Failed for 1; the Job controller retries); a Deployment Pod's container (`Always`) is started
   again after the kubelet's back-off (10 s doubling to 300 s, simulated) with `restartCount` increased,

@@ -23,7 +23,7 @@ Helpers: `common.py` (names, read-modify-write), `defaults.py` (cluster config, 
 `launcher.py` (the launcher Pod and its memory overhead), `migratable.py` (LiveMigratable reasons),
 `handler.py` (virt-handler DaemonSet manifest), `objects.py` (manifest builders for scenarios/tests),
 `instancetype.py` (instance types applied to a VM's VMI), `subresources.py` (virt-api's `subresources.kubevirt.io`
-API, routed by `server.py`).
+API, routed by `server.py`; `evacuate/cancel` from KubeVirt v1.7.0, as the KubeVirt CR's `observedKubeVirtVersion` says).
 Each module's docstring gives its upstream source and what it simplifies.
 
 Simulator-only annotations: `kubesim.io/migration: fail|hang|slow` on a VM or VMI (see `migration.py`; a

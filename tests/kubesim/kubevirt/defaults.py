@@ -38,6 +38,16 @@ def kubevirt_cr(cluster) -> dict | None:
     return None
 
 
+def kubevirt_version(cluster) -> tuple[int, ...]:
+    """The KubeVirt version virt-operator reports (`status.observedKubeVirtVersion`, `v1.7.2` -> (1, 7, 2)); the
+    simulator's own version on a cluster without a KubeVirt CR or a version."""
+    text = str(((kubevirt_cr(cluster) or {}).get("status") or {}).get("observedKubeVirtVersion") or KUBEVIRT_VERSION)
+    numbers = []
+    for part in text.lstrip("v").split("-", maxsplit=1)[0].split(".")[:3]:
+        numbers.append(int(part) if part.isdigit() else 0)
+    return tuple(numbers)
+
+
 def configuration(cluster) -> dict:
     return ((kubevirt_cr(cluster) or {}).get("spec") or {}).get("configuration") or {}
 

@@ -15,6 +15,9 @@ A marked VMI that cannot migrate gets the event `FailedCreate` "VirtualMachineIn
 migrateable". When a migration fails the VMI stays marked, so a new migration is created at once and the
 migration controller holds it in Pending for the backoff (20 s after the failure, doubling).
 
+A VMI whose mark is removed (virt-api's `evacuate/cancel`, `subresources.py`) leaves the index: no further migration is
+created for it; migrations already created are not this controller's to remove (the migration controller runs them).
+
 Upstream source: kubevirt/kubevirt `pkg/virt-controller/watch/drain/evacuation/evacuation.go`.
 Simplified: the label is set at creation (upstream the migration controller adds it moments later); the
 controller keeps an index of marked VMIs and unfinished migrations built from watch events."""

@@ -27,13 +27,30 @@ Effects (the request body is StartOptions/StopOptions/RestartOptions/MigrateOpti
   409 `Operation cannot be fulfilled on ...`), 400 `Can not unmarshal Request body to struct, error: ...`, and an
   error of the write behind it as 500 `Internal error occurred: ...`.
 
+- evacuate/cancel (`/virtualmachineinstances/<name>/evacuate/cancel`, `/virtualmachines/<name>/evacuate/cancel`),
+  served only where the KubeVirt CR reports v1.7.0 or newer (older virt-api has no route: 404 `page not found`):
+  cancels the evacuation of a VMI marked by the eviction interceptor, so that the evacuation controller creates no
+  further migration for it. In order: the VMI (for a VM: 404 when the VM or its VMI is missing, 409 `VMI is not
+  started` while `status.created` is false, 500 when the VMI is not the VM's); 400 `Node "<n>" has NodeDrainTaintKey
+  "<key>:NoSchedule"` when the evacuation node (else the VMI's node) carries the (deprecated) drain taint, 500 when
+  that node cannot be read; a VMI that is not marked: 200 and nothing changes; then the body, EvacuateCancelOptions
+  `{"evacuationNodeName": <node>, "dryRun": ["All"]}` (400 when it cannot be decoded), and a JSON patch `test`
+  `/status/evacuationNodeName` == the body's `evacuationNodeName`, `remove` it: a body naming another node (or
+  none) fails the test and is answered 500 `Internal error occurred: ...`. Answer 200 with no body. Nothing else
+  changes: migrations already created (Pending or running) are not touched; the migration controller still runs
+  them (virtctl's `evacuate-cancel --migrate-cancel` deletes the VMI's unfinished migration for that).
+
 Discovery of `/apis/subresources.kubevirt.io/v1`: an APIResourceList whose entries carry only a name and
-`namespaced: true` (no kind, no verbs), as virt-api writes it.
+`namespaced: true` (no kind, no verbs), as virt-api writes it; `virtualmachineinstances/evacuate/cancel` and
+`virtualmachines/evacuate/cancel` only where the subresource is served.
 
 Upstream source: kubevirt/kubevirt `pkg/virt-api/rest/lifecycle.go` (Start/Stop/Restart/Migrate/Pause/Unpause
 handlers, getChangeRequestJson, getRunningPatch), `pkg/virt-api/rest/subresource.go` (fetch, writeError,
-decodeBody), `pkg/virt-api/api.go` (the group's routes and resource list), `pkg/virt-handler` (Paused condition).
-Simplified: only these six subresources are served and listed (upstream lists console, vnc, freeze, addvolume ...
+decodeBody), `pkg/virt-api/api.go` (the group's routes and resource list), `pkg/virt-handler` (Paused condition),
+`pkg/virt-api/rest/evacuate_cancel.go` (evacuateCancel, validateEvacuationNode, fetchVirtualMachineInstanceForVM),
+`pkg/virtctl/vm/evacuate_cancel.go`; the v1.7.0 release notes (kubevirt/kubevirt#16097, the release-1.7 backport
+of #15957) for the first version that serves it.
+Simplified: only these subresources are served and listed (upstream lists console, vnc, freeze, addvolume ...
 too); state change requests are written under the cluster lock instead of with JSON-patch `test` operations (no
 race can make them fail here); start with `paused: true` is not honoured; pausing stops nothing else."""
 from __future__ import annotations
@@ -47,6 +64,7 @@ from ..api import RequestContext
 from ..errors import ApiError
 from .common import PODS, VM, VMI, VMIM, CREATED_BY_LABEL, FINAL_VMI_PHASES, find, get_condition, \
     meta, mutate, remove_condition, rt, serves, set_condition, status
+from .defaults import kubevirt_version, migration_config
 from .vm import run_strategy
 
 GROUP = "subresources.kubevirt.io"
@@ -57,6 +75,9 @@ VIRT_API_USER = "system:serviceaccount:kubevirt:kubevirt-apiserver"
 _VM_RESOURCE = SimpleNamespace(plural="virtualmachine", group="kubevirt.io")
 _VMI_RESOURCE = SimpleNamespace(plural="virtualmachineinstance", group="kubevirt.io")
 PAUSED_REASON, PAUSED_MESSAGE = "PausedByUser", "VMI was paused by user"
+EVACUATE_CANCEL = "evacuate/cancel"
+EVACUATE_CANCEL_SINCE = (1, 7, 0)     # v1.7.0 release notes: kubevirt/kubevirt#16097 (backport of #15957)
+EVACUATE_CANCEL_PLURALS = ("virtualmachineinstances", "virtualmachines")
 
 
 def _conflict(resource, name: str, why: str) -> ApiError:
@@ -265,6 +286,49 @@ def _dry_run_all(options: dict) -> bool:
     return bool(values) and values[0] == "All"
 
 
+# ------------------------------------------------------------------------------------------------ evacuate/cancel
+def evacuate_cancel_served(cluster) -> bool:
+    return kubevirt_version(cluster) >= EVACUATE_CANCEL_SINCE
+
+
+def _vmi_of_vm(cluster, namespace: str, name: str) -> dict:
+    """fetchVirtualMachineInstanceForVM: the VM, started, and its VMI (owned by it)."""
+    vm = _vm(cluster, namespace, name)
+    if not status(vm).get("created"):
+        raise _conflict(_VM_RESOURCE, name, "VMI is not started")
+    vmi = _vmi(cluster, namespace, name)
+    if not any(ref.get("uid") == meta(vm).get("uid") for ref in meta(vmi).get("ownerReferences") or []):
+        raise internal_error(f"unable to retrieve vmi [{name}] for vm: <nil>")
+    return vmi
+
+
+def _refuse_drain_taint(cluster, vmi: dict) -> None:
+    """validateEvacuationNode: no cancel while the evacuation node (else the VMI's node) has the drain taint."""
+    key = migration_config(cluster).get("nodeDrainTaintKey")
+    if not key:
+        return
+    node_name = status(vmi).get("evacuationNodeName") or status(vmi).get("nodeName") or ""
+    node = find(cluster, "nodes", None, node_name) if node_name else None
+    if node is None:
+        raise internal_error(f'nodes "{node_name}" not found' if node_name else "resource name may not be empty")
+    if any(t.get("key") == key and t.get("effect") == "NoSchedule" for t in (node.get("spec") or {}).get("taints") or []):
+        raise errors.bad_request(f'Node "{node_name}" has NodeDrainTaintKey "{key}:NoSchedule"')
+
+
+def evacuate_cancel(cluster, plural: str, namespace: str, name: str, body: bytes) -> int:
+    """evacuateCancel: clear `status.evacuationNodeName` (a JSON patch testing the body's evacuationNodeName)."""
+    vmi = _vmi_of_vm(cluster, namespace, name) if plural == "virtualmachines" else _vmi(cluster, namespace, name)
+    _refuse_drain_taint(cluster, vmi)
+    if not status(vmi).get("evacuationNodeName"):
+        return 200
+    options = decode_options(body)
+    path = "/status/evacuationNodeName"
+    patch = [{"op": "test", "path": path, "value": options.get("evacuationNodeName") or ""}, {"op": "remove", "path": path}]
+    _write(lambda: cluster.patch(rt(cluster, VMI), namespace, meta(vmi)["name"], "json", patch, _context(options),
+                                 subresource="status"))
+    return 200
+
+
 HANDLERS = {("virtualmachines", "start"): start, ("virtualmachines", "stop"): stop,
             ("virtualmachines", "restart"): restart, ("virtualmachines", "migrate"): migrate,
             ("virtualmachineinstances", "pause"): pause, ("virtualmachineinstances", "unpause"): unpause}
@@ -272,6 +336,11 @@ HANDLERS = {("virtualmachines", "start"): start, ("virtualmachines", "stop"): st
 
 def serve(cluster, plural: str, sub: str, method: str, namespace: str, name: str, body: bytes) -> int:
     """One request to the group (the server has routed it here): the HTTP status of the success answer."""
+    if sub == EVACUATE_CANCEL and plural in EVACUATE_CANCEL_PLURALS and evacuate_cancel_served(cluster):
+        if method != "PUT":
+            raise errors.method_not_allowed()
+        with cluster.lock:
+            return evacuate_cancel(cluster, plural, namespace, name, body)
     handler = HANDLERS.get((plural, sub))
     if handler is None:
         raise errors.page_not_found()
@@ -285,8 +354,11 @@ def served(cluster) -> bool:
     return serves(cluster, VM, VMI, VMIM)
 
 
-def resource_list(version: str) -> dict:
-    """What virt-api answers for `/apis/subresources.kubevirt.io/<version>`."""
+def resource_list(cluster, version: str) -> dict:
+    """What virt-api answers for `/apis/subresources.kubevirt.io/<version>` (evacuate/cancel where it is served)."""
+    names = [f"{plural}/{sub}" for plural, sub in HANDLERS]
+    if evacuate_cancel_served(cluster):
+        names += [f"{plural}/{EVACUATE_CANCEL}" for plural in EVACUATE_CANCEL_PLURALS]
     return {"kind": "APIResourceList", "apiVersion": version, "groupVersion": f"{GROUP}/{version}",
-            "resources": [{"name": f"{plural}/{sub}", "singularName": "", "namespaced": True, "kind": "",
-                           "verbs": None} for plural, sub in HANDLERS]}
+            "resources": [{"name": name, "singularName": "", "namespaced": True, "kind": "", "verbs": None}
+                          for name in sorted(names)]}

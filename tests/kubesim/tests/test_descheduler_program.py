@@ -145,3 +145,57 @@ def test_a_deployment_container_with_a_bad_policy_restarts_and_rereads_the_confi
     assert any("thresholds' cpu percentage is greater than targetThresholds'" in line for line in log)
     assert any('"Number of evictions/requests" totalEvicted=1' in line for line in log)
     assert cluster.get(pods, "descheduler", "descheduler-crash")["status"]["phase"] == "Running"
+
+
+def _criteria(log: list) -> list:
+    return [line.split('"Criteria for a node under utilization" ', 1)[1] for line in log
+            if '"Criteria for a node under utilization"' in line]
+
+
+def _wait(what: str, check, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"no {what} within {timeout}s")
+
+
+def test_a_deployment_keeps_the_policy_it_started_with_until_its_pod_is_replaced(running):
+    """Upstream reads --policy-config-file once, in Run (cmd/descheduler/app/server.go -> pkg/descheduler/descheduler.go),
+    and every cycle of the interval runs with it: a ConfigMap change reaches only a Pod started after it."""
+    cluster, _manager = running
+    policy_configmap(cluster, lnu_policy("{cpu: 5, memory: 5, pods: 1}"))
+    labels = {"app.kubernetes.io/name": "descheduler"}
+    add(cluster, "deployments.apps", "descheduler", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "descheduler", "labels": labels},
+        "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+            "serviceAccountName": "descheduler", "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "descheduler", "image": "registry.k8s.io/descheduler/descheduler:v0.36.0",
+                            "command": ["/bin/descheduler"], "args": ARGS + ["--descheduling-interval=60s"],
+                            "volumeMounts": [{"name": "policy-volume", "mountPath": "/policy-dir"}]}],
+            "volumes": [{"name": "policy-volume", "configMap": {"name": "descheduler"}}]}}}})
+    pods, configmaps = cluster.registry.by_key("pods"), cluster.registry.by_key("configmaps")
+
+    def running_pods() -> list:
+        return [p for p in (entry.obj for entry in cluster.list(pods, "descheduler").items)
+                if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
+
+    [first] = _wait("running descheduler Pod", running_pods)
+    name = first["metadata"]["name"]
+    _wait("two cycles", lambda: len(_criteria(cluster.read_log("descheduler", name, "descheduler"))) >= 2)
+    old = _criteria(cluster.read_log("descheduler", name, "descheduler"))[0]
+    cluster.patch(configmaps, "descheduler", "descheduler", "merge", {"data": {"policy.yaml": lnu_policy("{cpu: 7, memory: 7, pods: 2}")}})
+    seen = len(_criteria(cluster.read_log("descheduler", name, "descheduler")))
+    _wait("three cycles after the change", lambda: len(_criteria(cluster.read_log("descheduler", name, "descheduler"))) >= seen + 3)
+    # the running process still classifies with the policy it read at start
+    assert set(_criteria(cluster.read_log("descheduler", name, "descheduler"))) == {old}
+    # the ReplicaSet replaces the deleted Pod at once (the old one takes its grace period); the new process reads the change
+    cluster.delete(pods, "descheduler", name, {"gracePeriodSeconds": 30})
+    [second] = _wait("replacement Pod", lambda: [p for p in running_pods() if p["metadata"]["name"] != name])
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert any(c.get("type") == "Ready" and c.get("status") == "True" for c in second["status"]["conditions"])
+    new = _wait("a cycle of the new Pod", lambda: _criteria(cluster.read_log("descheduler", second["metadata"]["name"], "descheduler")))
+    assert old != new[0] and "7" in new[0] and "7" not in old, (old, new[0])
+    _wait("the old Pod gone", lambda: cluster.find(pods, "descheduler", name) is None)

@@ -124,3 +124,22 @@ def test_rollback_backup_file_is_needed_for_the_backup_method_and_must_exist(tmp
 def test_unknown_rule_sets_are_refused_by_name():
     with pytest.raises(KeyError, match="unknown rule set rebalnce; known: " + ", ".join(RULE_SETS)):
         rules_named(["rebalnce"])
+
+
+@pytest.mark.parametrize("playbook, good", [
+    ("rebalance", GOOD_REBALANCE), ("fleet_rollout", GOOD_REBALANCE), ("maintenance", {"maintenance_nodes": ["worker-1"]}),
+    ("cluster_maintenance", {"cluster_maintenance_nodes": ["worker-1"]}), ("rollback", {}),
+    ("rehearse", {"rehearse_nodes": ["worker-a", "worker-b"]}),
+])
+def test_every_playbook_that_takes_the_lease_checks_its_duration(playbook, good):
+    sets = ("rebalance", "fleet") if playbook == "fleet_rollout" else (playbook,)
+    assert "run_lease_duration" not in problems(playbook, {**good, "run_lease_duration": 20}, *sets)
+    found = problems(playbook, {**good, "run_lease_duration": 10}, *sets)
+    assert found["run_lease_duration"] == "run_lease_duration: 10 is less than 15. Give 15 or more seconds, e.g. -e run_lease_duration=1800"
+
+
+def test_rollback_backup_object_stands_for_a_backup_file_that_is_not_on_this_controller(tmp_path):
+    """The run's copy in the cluster: method backup with the object only, or with a file from another controller, is accepted."""
+    cluster_copy = "kube-system/kubevirt-ops-backup-20261207t152652z-1a2b3c4d"
+    assert problems("rollback", {"rollback_method": "backup", "rollback_backup_object": cluster_copy}) == {}
+    assert problems("rollback", {"rollback_backup_file": str(tmp_path / "gone.yaml"), "rollback_backup_object": cluster_copy}) == {}

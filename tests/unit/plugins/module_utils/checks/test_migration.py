@@ -141,19 +141,59 @@ def test_trigger_descheduler_after_completion_from_the_log():
     assert result["trigger"] == "descheduler" and result["descheduler_log"] == [line]
     assert result["verdict"] == "pass"
     late = result_of(moved_vmi(), vmims=[succeeded(created="2026-11-30T22:30:00Z")], log_records=records)
-    assert late["trigger"] == "drain" and late["descheduler_log"] == []
+    # a line far from the migration is no evidence, and neither of a drain: unknown (was "drain" before issue 28)
+    assert late["trigger"] == "unknown" and late["descheduler_log"] == []
 
 
-def test_trigger_drain_and_manual():
-    assert result_of(moved_vmi(), vmims=[succeeded()])["trigger"] == "drain"
+def cordoned(name="worker-a", taint=None):
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}}
+    if taint:
+        node["spec"]["taints"] = [{"key": taint, "effect": "NoSchedule"}]
+    else:
+        node["spec"]["unschedulable"] = True
+    return node
+
+
+def test_trigger_drain_only_with_evidence_of_a_drain_and_manual():
+    seen = {"worker-a": mc.drain_evidence(cordoned())}
+    drained = result_of(moved_vmi(), vmims=[succeeded()], drain_seen=seen, require_trigger="drain")
+    assert drained["trigger"] == "drain" and drained["verdict"] == "pass"
+    assert drained["trigger_reason"] == "an evacuation while node worker-a is cordoned (spec.unschedulable)"
+    # a drain of another node is no evidence for this one
+    assert result_of(moved_vmi(), vmims=[succeeded()], drain_seen={"worker-b": seen["worker-a"]})["trigger"] == "unknown"
     manual = succeeded(name="my-migration", evacuation=False)
     assert result_of(moved_vmi(), vmims=[manual])["trigger"] == "manual"
     assert result_of(k.vmi())["trigger"] is None
 
 
+def test_drain_evidence_is_a_cordon_or_a_drain_taint():
+    assert mc.drain_evidence(cordoned()) == "node worker-a is cordoned (spec.unschedulable)"
+    assert mc.drain_evidence(cordoned(taint="kubevirt.io/drain")) == "node worker-a has the taint kubevirt.io/drain:NoSchedule"
+    assert "node.kubernetes.io/unschedulable" in mc.drain_evidence(cordoned(taint="node.kubernetes.io/unschedulable"))
+    assert mc.drain_evidence(cordoned(taint="example.com/other")) is None
+    assert mc.drain_evidence({"metadata": {"name": "worker-a"}, "spec": {}}) is None
+    assert mc.drain_evidence(None) is None   # the node is gone
+
+
+def test_an_evacuation_whose_evidence_is_gone_is_unknown_with_the_reason_never_drain():
+    """The descheduler's Job deleted by its history limit while the watch was cut: no eviction-source seen, no log line,
+    the node not cordoned. Before issue 28 this was reported as drain."""
+    gone = result_of(moved_vmi(), vmims=[succeeded()])
+    assert gone["trigger"] == "unknown" and gone["verdict"] == "pass"   # the move itself is proven; only its trigger is not
+    assert "no evidence left" in gone["trigger_reason"] and "worker-a" in gone["trigger_reason"]
+    assert "not taken for a drain" in gone["trigger_reason"]
+    for required in ("drain", "descheduler"):
+        result = result_of(moved_vmi(), vmims=[succeeded()], require_trigger=required)
+        assert result["trigger"] == "unknown" and result["verdict"] == "fail" and result["failed_checks"] == ["trigger"]
+        assert result["checks"]["trigger"]["reason"].startswith("the trigger is unknown, not proven to be the " + required)
+        assert "no evidence left" in result["reason"]
+
+
 def test_required_trigger_mismatch_fails_once_finished():
-    result = result_of(moved_vmi(), vmims=[succeeded()], require_trigger="descheduler")
+    seen = {"worker-a": mc.drain_evidence(cordoned())}
+    result = result_of(moved_vmi(), vmims=[succeeded()], require_trigger="descheduler", drain_seen=seen)
     assert result["verdict"] == "fail" and result["failed_checks"] == ["trigger"]
+    assert result["checks"]["trigger"]["reason"] == "triggered by drain, not by the descheduler"
     in_flight = result_of(k.vmi(), vmims=[k.vmim("kubevirt-evacuation-abcde")], require_trigger="descheduler")
     assert in_flight["checks"]["trigger"]["result"] == "open"
 
@@ -161,7 +201,8 @@ def test_required_trigger_mismatch_fails_once_finished():
 def test_a_finished_evacuation_without_a_readable_log_keeps_its_trigger_open():
     """No line from a log that could not be read (an API outage) is no evidence of a drain."""
     unread = result_of(moved_vmi(), vmims=[succeeded()], require_trigger="descheduler", log_read=False)
-    assert unread["verdict"] == "open" and unread["checks"]["trigger"]["result"] == "open" and unread["trigger"] == "drain"
+    assert unread["verdict"] == "open" and unread["checks"]["trigger"]["result"] == "open" and unread["trigger"] == "unknown"
+    assert "could not be read" in unread["trigger_reason"]
 
 
 # ------------------------------------------------------------------------------------------ outcome

@@ -78,3 +78,64 @@ def test_the_bodies_count_transitions_only_on_a_new_holder_and_carry_the_version
     released = rl.released_body(current, {"status": "complete"}, NOW)
     assert "holderIdentity" not in released["spec"] and released["spec"]["leaseDurationSeconds"] == 1
     assert json.loads(released["metadata"]["annotations"][rl.RECORD]) == {"status": "complete"} and current["spec"]["holderIdentity"]
+
+
+# ------------------------------------------------------------------------------------------ renewal while a step works
+def test_a_working_run_renews_every_third_of_the_duration_and_gives_up_at_two_thirds():
+    assert rl.renew_interval(1800) == 600 and rl.renew_deadline(1800) == 1200 and rl.renew_interval(20) == pytest.approx(6.667, abs=0.01)
+    assert rl.renew_due(None, 5.0, 1800)                      # not renewed in this step yet
+    assert not rl.renew_due(100.0, 699.0, 1800) and rl.renew_due(100.0, 700.0, 1800)
+    assert not rl.renew_deadline_past(100.0, 1299.0, 1800) and rl.renew_deadline_past(100.0, 1300.0, 1800)
+
+
+@pytest.mark.parametrize("every, duration, expected", [
+    (25, 1800, 25),    # the module returns often enough already
+    (25, 20, 6),       # a short lease: at least every renew interval
+    (0, 20, 6),        # one call would never return to renew
+    (0, 1800, 600),
+])
+def test_a_progress_module_returns_at_least_every_renew_interval_while_a_lease_is_held(every, duration, expected):
+    assert rl.call_every(every, duration) == expected
+
+
+BOB = {"user": "bob", "host": "ctl-2", "pid": 202, "process_started": "6000"}
+
+
+@pytest.mark.parametrize("found, me, action, why", [
+    (lease(identity="alice@ctl-1/pid-101/r1", run_id="r1", holder=ME, step="drain"), ME, "renew", ""),
+    (lease(identity="alice@ctl-1/pid-101/r1", run_id="r1", holder=ME, step="drain"), None, "renew", ""),   # a keepalive
+    (None, ME, "lost", "the Lease was deleted"),
+    (lease(identity=None, run_id="r1", holder=ME, status="failed"), ME, "lost", "released (failed)"),
+    (lease(run_id="r2", holder=BOB, took_over={"run_id": "r1", "why": "its lease expired at 2026-12-05T07:59:00Z"}), ME, "lost",
+     "taken over (its lease expired at 2026-12-05T07:59:00Z)"),
+    (lease(run_id="r2", holder=BOB), ME, "lost", "held by another run"),
+    # the worker of a killed run: same run and host, another process
+    (lease(identity="alice@ctl-1/pid-101/r1", run_id="r1", holder=ME), dict(ME, pid=555), "lost",
+     "held by its ansible-playbook process pid 101, not by pid 555"),
+], ids=["held", "held, keepalive", "deleted", "released", "taken over", "another run", "another process"])
+def test_a_renewal_renews_only_the_lease_its_run_holds(found, me, action, why):
+    decision = rl.renewal(found, "r1", me)
+    assert decision["action"] == action and decision["why"] == why
+
+
+def test_a_lost_lease_is_said_with_the_run_that_holds_it_now():
+    found = lease(run_id="r2", playbook="maintenance", holder=BOB, started="2026-12-05T07:59:30Z", step="maintain worker-2",
+                  took_over={"run_id": "r1", "why": "its lease expired at 2026-12-05T07:59:00Z"})
+    message = rl.lost_message("r1", rl.renewal(found, "r1", ME))
+    assert message == ("no longer held by run r1: taken over (its lease expired at "
+                       "2026-12-05T07:59:00Z); maintenance run r2 by bob@ctl-2 pid 202 holds it since 2026-12-05T07:59:30Z "
+                       "(step maintain worker-2)")
+    released = rl.renewal(lease(identity=None, run_id="r1", holder=ME, status="complete"), "r1", ME)
+    assert rl.lost_message("r1", released) == "no longer held by run r1: released (complete)"
+
+
+@pytest.mark.parametrize("found, action, why", [
+    (lease(identity="alice@ctl-1/pid-101/r1", run_id="r1", holder=ME, step="hook worker-1", status="in_progress"), "renew", ""),
+    (lease(identity="alice@ctl-1/pid-101/r1", run_id="r1", holder=ME, step="uncordon worker-1", status="in_progress"), "stop",
+     "the run moved on to step uncordon worker-1"),
+    (lease(identity=None, run_id="r1", holder=ME, step="end", status="failed"), "stop", "the run released the lease (failed)"),
+    (lease(run_id="r2", holder=BOB, step="hook worker-1", status="in_progress"), "lost", "held by another run"),
+], ids=["same step", "next step", "released", "another run"])
+def test_a_keepalive_renews_while_its_step_lasts_and_stops_when_the_run_moves_on(found, action, why):
+    decision = rl.keepalive_action(found, "r1", "hook worker-1")
+    assert decision["action"] == action and decision["why"] == why

@@ -408,3 +408,28 @@ def test_tls_options_trust_the_system_and_the_cluster_ca_unless_verification_is_
     assert conn.tls_options(None)["ssl_context"].check_hostname is True
     configuration.verify_ssl = False
     assert conn.tls_options(configuration) == {"cert_reqs": "CERT_NONE", "assert_hostname": False}
+
+
+# ------------------------------------------------------------------------------------------ PUT of an aggregated API's subresource
+class NoBodyApi(WritingApi):
+    """Answers writes as virt-api answers a subresource PUT: 200 with no body."""
+
+    def request(self, method, path, serialize=True, _request_timeout=None, **params):
+        if method == "get":
+            return super().request(method, path, serialize=serialize, _request_timeout=_request_timeout, **params)
+        self.writes.append((method, path, params.get("body")))
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return type("Answer", (), {"data": b"", "headers": {}})()
+
+
+def test_put_path_sends_the_body_and_answers_none_for_an_empty_answer_and_names_the_request_in_errors():
+    path = "/apis/subresources.kubevirt.io/v1/namespaces/vms/virtualmachineinstances/vm-1/evacuate/cancel"
+    api = NoBodyApi(None)
+    connection, _clock = connect(api)
+    assert connection.put_path(path, {"evacuationNodeName": "worker-1"}, "cancel the evacuation of vmi vms/vm-1") is None
+    assert api.writes == [("put", path, {"evacuationNodeName": "worker-1"})]
+    api.answer = status_error(400, "BadRequest", 'Node "worker-1" has NodeDrainTaintKey "kubevirt.io/drain:NoSchedule"')
+    with pytest.raises(ApiFailure) as refused:
+        connection.put_path(path, {}, "cancel the evacuation of vmi vms/vm-1")
+    assert refused.value.path == "cancel the evacuation of vmi vms/vm-1" and refused.value.status == 400 and len(api.writes) == 2

@@ -138,3 +138,21 @@ def test_workers_are_checked_or_picked_busiest_first():
     assert refused.value.message.startswith("rehearse_nodes: the rehearsal needs two schedulable KubeVirt workers, found 1 (worker-a)")
     with pytest.raises(rehearsal.RehearsalRefused, match="node worker-b is cordoned"):
         pick_workers(cordoned, pods, ["worker-a", "worker-b"])
+
+
+def test_test_vms_moved_after_their_creation_are_named_before_the_apply():
+    """Issue 28: a scheduled run of the installed policy moved a test VM between its creation and the apply; the check right
+    before the apply names it (and a VM in flight, with a second launcher), rather than letting the comparison fail later."""
+    nodes, pods = cluster(28.8, 24.3)
+    sizing = size(nodes, pods)
+    launchers = [objects.launcher_stand_in(name, NAMESPACE, "worker-a", "worker-b", sizing["vm_memory_bytes"], LABELS, None)
+                 for name in sizing["vm_names"]]
+    assert rehearsal.misplaced(pods + launchers, sizing["vm_names"], NAMESPACE, "worker-a") == []
+    moved, in_flight = launchers[0], dict(launchers[1], spec=dict(launchers[1]["spec"], nodeName="worker-b"),
+                                          metadata=dict(launchers[1]["metadata"], name="virt-launcher-target"))
+    moved["spec"]["nodeName"] = "worker-b"
+    problems = rehearsal.misplaced(pods + launchers + [in_flight], sizing["vm_names"], NAMESPACE, "worker-a")
+    assert problems == ["{0} (on worker-b)".format(sizing["vm_names"][0]), "{0} (on worker-a and worker-b)".format(sizing["vm_names"][1])]
+    finished = dict(launchers[0], status={"phase": "Succeeded"})
+    gone = rehearsal.misplaced(pods + [finished] + launchers[1:2], sizing["vm_names"], NAMESPACE, "worker-a")
+    assert gone == ["{0} (no running launcher)".format(sizing["vm_names"][0])]

@@ -146,6 +146,16 @@ def test_rehearsal_shows_prediction_test_vms_storage_and_what_cleanup_left():
     assert "run with -e rehearse_cleanup=only to finish" in text
 
 
+def test_rehearsal_says_which_descheduler_it_held():
+    doc = copy.deepcopy(document("failed"))
+    doc["rehearsal"]["hold"] = {"kind": "CronJob", "namespace": "descheduler", "name": "descheduler", "suspended_before": False}
+    assert ("The Descheduler CronJob descheduler/descheduler was held (suspended) from before the test VMs were created until the "
+            "rehearsal's policy was applied.") in all_text(section(page(doc), "rehearsal"))
+    doc["rehearsal"]["hold"] = {"kind": "Deployment", "namespace": "descheduler", "name": "descheduler", "suspended_before": True}
+    assert "Deployment descheduler/descheduler was held (paused already)" in all_text(section(page(doc), "rehearsal"))
+    assert "was held" not in all_text(section(page(document("failed")), "rehearsal"))   # a report without a hold
+
+
 def test_check_mode_report_says_what_it_has_not():
     root = page(document("check_mode"))
     assert "check mode yes" in all_text(root.find(".//h:header", NS))

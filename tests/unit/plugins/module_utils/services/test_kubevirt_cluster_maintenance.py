@@ -6,6 +6,7 @@ import datetime
 
 import pytest
 
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import evacuation_cancel
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.report import maintenance as report_text
@@ -103,3 +104,23 @@ def test_the_report_lists_every_migration_since_the_run_began():
 def test_peak_overlap_counts_migrations_running_at_once():
     moves = [{"start": "t1", "end": "t3"}, {"start": "t2", "end": "t4"}, {"start": "t3", "end": "t5"}, {"start": None, "end": "t2"}]
     assert svc.peak_overlap(moves) == 2
+
+
+def test_the_report_names_the_vms_kubevirt_was_evacuating_when_a_node_was_given_back_or_the_run_stopped():
+    uncordon = {"seconds": 1, "evacuations": {"vms": [{"namespace": "vms", "name": "a", "node": "w2", "result": "stayed",
+                                                       "reason": "evacuation cancelled; the VM stays on w2"}]}}
+    record = {"run_id": "r1", "status": "stopped", "started_at": "2026-12-01T10:00:00Z", "nodes": ["w1", "w2"],
+              "node_states": {"w2": {"state": "done", "steps": {"uncordon": uncordon}}, "w1": {"state": "started"}}}
+    report = svc.run_report(record, [], datetime.datetime(2026, 12, 1, 10, 10, tzinfo=datetime.timezone.utc))
+    vmis = [{"metadata": {"name": "b", "namespace": "vms"}, "status": {"nodeName": "w1", "evacuationNodeName": "w1", "phase": "Running"}},
+            {"metadata": {"name": "c", "namespace": "vms"}, "status": {"nodeName": "w1", "phase": "Running"}}]
+    report["still_evacuating"] = evacuation_cancel.left_marked(vmis, ["w1"])
+    assert [e["vm"] for e in report["still_evacuating"]] == ["vms/b"] and "state=uncordon" in report["still_evacuating"][0]["reason"]
+    text = report_text.markdown(report)
+    assert "## Evacuations when a node was given back or the run stopped" in text
+    assert "| w2 | vms/a | stayed | evacuation cancelled; the VM stays on w2 |" in text
+    assert "| w1 | vms/b | evacuating | KubeVirt is still evacuating it from w1" in text
+    page = report_text.html(report)
+    assert 'id="evacuations"' in page and ">vms/b<" in page and ">stayed<" in page
+    quiet = svc.run_report(dict(record, node_states={}), [], datetime.datetime(2026, 12, 1, 10, 10, tzinfo=datetime.timezone.utc))
+    assert "## Evacuations" not in report_text.markdown(quiet) and 'id="evacuations"' not in report_text.html(quiet)

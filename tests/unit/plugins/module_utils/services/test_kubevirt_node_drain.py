@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Failure
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import kubevirt as kv
@@ -37,6 +37,42 @@ class StubClient:
         self.patches.append({"resource": resource, "name": name, "body": body, "dry_run": dry_run, "request": request})
         return {"metadata": self.stored["metadata"], "spec": {"unschedulable": True} if body["spec"]["unschedulable"] else {},
                 "status": self.stored["status"]}
+
+    def list_kind(self, kind, group=None, **kwargs):
+        return None     # no KubeVirt here: nothing is marked for evacuation
+
+
+class EvacuatingClient(StubClient):
+    """A cordoned node with two VMs a stopped drain left marked: vm-a with a Pending evacuation migration, vm-b with one
+    already Running. `listed` is virt-api's resource list (None: the group is not served); `refuse` fails a cancel."""
+
+    def __init__(self, listed, refuse=None):
+        super().__init__(node(unschedulable=True))
+        self.listed, self.refuse, self.calls = listed, refuse, []
+
+    def list_kind(self, kind, group=None, **kwargs):
+        if kind == "VirtualMachineInstance":
+            return [{"metadata": {"name": name, "namespace": "vms"},
+                     "status": {"nodeName": "worker-1", "evacuationNodeName": "worker-1", "phase": "Running"}} for name in ("vm-a", "vm-b")]
+        return [{"metadata": {"name": "mig-a", "namespace": "vms", "uid": "u-a", "annotations": {kv.EVACUATION_MIGRATION_ANNOTATION: "worker-1"}},
+                 "spec": {"vmiName": "vm-a"}, "status": {"phase": "Pending"}},
+                {"metadata": {"name": "mig-b", "namespace": "vms", "uid": "u-b", "annotations": {kv.EVACUATION_MIGRATION_ANNOTATION: "worker-1"}},
+                 "spec": {"vmiName": "vm-b"}, "status": {"phase": "Running"}}]
+
+    def get_path(self, path, request, query_params=()):
+        self.calls.append(("discover", path))
+        if self.listed is None:
+            raise ApiFailure(request, 404, "NotFound", "the server could not find the requested resource")
+        return self.listed
+
+    def put_path(self, path, body, request):
+        self.calls.append(("cancel", path, body))
+        if self.refuse:
+            raise ApiFailure(request, *self.refuse)
+        return None
+
+    def delete(self, resource, name, namespace=None, preconditions=None, dry_run=False, **kwargs):
+        self.calls.append(("delete", resource, namespace, name, preconditions, dry_run))
 
 
 # ------------------------------------------------------------------------------------------ options
@@ -81,6 +117,52 @@ def test_uncordon_of_a_schedulable_node_changes_nothing():
     client = StubClient(node())
     result = drain.run(options(node="worker-1", state="uncordon"), False, client=client)
     assert result["changed"] is False and client.patches == []
+
+
+SERVED = {"resources": [{"name": "virtualmachineinstances/evacuate/cancel"}, {"name": "virtualmachines/evacuate/cancel"}]}
+CANCEL_PATH = "/apis/subresources.kubevirt.io/v1/namespaces/vms/virtualmachineinstances/{0}/evacuate/cancel"
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_uncordon_cancels_the_evacuations_a_stopped_drain_left_before_giving_the_node_back(check_mode):
+    client = EvacuatingClient(SERVED)
+    result = drain.run(options(node="worker-1", state="uncordon"), check_mode, client=client)
+    body = {"kind": "EvacuateCancelOptions", "apiVersion": "kubevirt.io/v1", "evacuationNodeName": "worker-1"}
+    if check_mode:
+        body["dryRun"] = ["All"]
+    assert client.calls == [("discover", "/apis/subresources.kubevirt.io/v1"),
+                            ("cancel", CANCEL_PATH.format("vm-a"), body),
+                            ("delete", "VirtualMachineInstanceMigration", "vms", "mig-a", {"uid": "u-a"}, check_mode),
+                            ("cancel", CANCEL_PATH.format("vm-b"), body)]   # mig-b already runs: left to finish
+    assert [p["dry_run"] for p in client.patches] == [check_mode]          # the uncordon comes after the cancels
+    evacuations = result["evacuations"]
+    assert result["changed"] is True and evacuations["served"] is True
+    assert evacuations["stayed"] == ["vms/vm-a"] and evacuations["moving"] == ["vms/vm-b"] and evacuations["advice"] is None
+    assert evacuations["deleted_migrations"] == ["vms/mig-a"]
+    assert result["diff"] == {"before": {"unschedulable": True, "marked_for_evacuation": ["vms/vm-a", "vms/vm-b"]},
+                              "after": {"unschedulable": False, "marked_for_evacuation": []}}
+
+
+def test_uncordon_on_a_kubevirt_without_the_cancel_says_what_goes_on_and_how_to_stop_it():
+    for listed in (None, {"resources": [{"name": "virtualmachines/migrate"}]}):
+        client = EvacuatingClient(listed)
+        result = drain.run(options(node="worker-1", state="uncordon"), False, client=client)
+        assert [call[0] for call in client.calls] == ["discover"]          # nothing is cancelled or deleted
+        evacuations = result["evacuations"]
+        assert evacuations["served"] is False and evacuations["continuing"] == ["vms/vm-a", "vms/vm-b"]
+        assert "virtctl evacuate-cancel node worker-1" in evacuations["advice"]
+        assert result["diff"]["after"]["marked_for_evacuation"] == ["vms/vm-a", "vms/vm-b"]
+
+
+def test_a_refused_cancel_is_reported_and_a_missing_permission_fails_the_task():
+    client = EvacuatingClient(SERVED, refuse=(400, "BadRequest", 'Node "worker-1" has NodeDrainTaintKey "kubevirt.io/drain:NoSchedule"'))
+    result = drain.run(options(node="worker-1", state="uncordon"), False, client=client)
+    assert result["evacuations"]["failed"] == ["vms/vm-a", "vms/vm-b"] and "NodeDrainTaintKey" in result["evacuations"]["vms"][0]["reason"]
+    assert not any(call[0] == "delete" for call in client.calls) and result["evacuations"]["advice"]
+    client = EvacuatingClient(SERVED, refuse=(403, "Forbidden", "cannot update resource"))
+    with pytest.raises(ApiFailure):
+        drain.run(options(node="worker-1", state="uncordon"), False, client=client)
+    assert client.patches == []                                             # the node stays cordoned
 
 
 # ------------------------------------------------------------------------------------------ node or nodes

@@ -10,7 +10,7 @@ import datetime
 import pytest
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks import run_lease as rl
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import run_lease as svc
 
@@ -203,3 +203,139 @@ def test_this_run_reads_awx_from_the_environment():
     assert me["user"] == "dave" and me["awx_job_id"] == "42" and me["awx_host"] == "https://awx" and isinstance(me["pid"], int)
     assert "awx_job_id" not in svc.this_run(None, environ={})
     assert svc.process_alive(me["pid"], me["process_started"]) and not svc.process_alive(me["pid"], "not-its-start")
+
+
+# ------------------------------------------------------------------------------------------ renewed and keepalive
+def test_a_renewal_keeps_the_step_and_never_takes_a_lease():
+    api = MemoryCluster([])
+    run(api, ALICE, "r1", step="maintain worker-1", duration=20)
+    renewed = run(api, ALICE, "r1", state="renewed", duration=20, now=later(7))
+    assert renewed["action"] == "renew" and renewed["record"]["step"] == "maintain worker-1"
+    assert lease(api)["spec"]["renewTime"] == "2026-12-05T08:00:07.000000Z" and lease(api)["spec"]["leaseDurationSeconds"] == 20
+    with pytest.raises(svc.LeaseLost):
+        run(MemoryCluster([]), ALICE, "r1", state="renewed")   # no Lease: nothing is created
+    assert [r[0] for r in api.requests if r[0] in ("create", "replace")] == ["create", "replace"]
+
+
+def test_a_renewal_after_a_take_over_fails_naming_the_run_that_holds_it_and_writes_nothing():
+    api = MemoryCluster([])
+    run(api, ALICE, "r1", step="maintain worker-1", duration=20, playbook="maintenance")
+    run(api, BOB, "r2", step="preflight", now=later(25), playbook="maintenance", unfinished="resume")   # Alice's lease expired
+    writes = len(api.writes())
+    with pytest.raises(svc.LeaseLost) as lost:
+        run(api, ALICE, "r1", state="renewed", duration=20, now=later(26))
+    assert lost.value.message.startswith("lease kube-system/kubevirt-ops-run: no longer held by run r1: taken over (its lease expired at "
+                                         "2026-12-05T08:00:20Z); maintenance run r2 by bob@ctl-2 pid 202")
+    assert "stopped before its next write" in lost.value.message
+    assert lost.value.as_dict()["type"] == "LeaseLost" and lost.value.details["holder"] == BOB and len(api.writes()) == writes
+
+
+def test_a_renewal_by_a_leftover_of_a_killed_run_renews_nothing():
+    api = MemoryCluster([])
+    run(api, ALICE, "r1", step="drain")
+    with pytest.raises(svc.LeaseLost) as lost:
+        run(api, dict(ALICE, pid=555), "r1", state="renewed", now=later(5))
+    assert "not by pid 555" in lost.value.message and lease(api)["spec"]["renewTime"] == "2026-12-05T08:00:00.000000Z"
+
+
+class FakeTime:
+    """A monotonic clock that sleep advances; `at` runs an action once the clock reaches a time."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.actions = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+        for when, action in list(self.actions):
+            if self.now >= when:
+                self.actions.remove((when, action))
+                action()
+
+    def wall(self):
+        return NOW + datetime.timedelta(seconds=self.now)
+
+
+def keep(api, fake, alive=lambda pid, started: True, **given):
+    return svc.run(options(run_id="r1", state="keepalive", step="hook worker-1", duration=30, **given), False, client=api, me=ALICE,
+                   now=fake.wall, alive=alive, clock=fake.clock, sleep=fake.sleep)
+
+
+def renew_times(api):
+    return [r for r in api.requests if r[0] == "replace"]
+
+
+def test_a_keepalive_renews_every_third_of_the_duration_until_the_run_moves_on():
+    api, fake = MemoryCluster([]), FakeTime()
+    run(api, ALICE, "r1", step="hook worker-1", duration=30)
+    # the hook ends 25 s later: the run's next step renews the lease to "uncordon worker-1"
+    fake.actions.append((25, lambda: run(api, ALICE, "r1", step="uncordon worker-1", duration=30, now=fake.wall())))
+    kept = keep(api, fake)
+    assert kept["renewals"] == 3 and kept["stopped"] == "the run moved on to step uncordon worker-1"   # at 0, 10 and 20 s
+    assert 25 <= kept["seconds"] <= 27 and len(renew_times(api)) == 4 and kept["changed"] is False
+
+
+def test_a_keepalive_ends_with_the_process_of_its_run_and_leaves_the_lease_to_expire():
+    api, fake = MemoryCluster([]), FakeTime()
+    run(api, ALICE, "r1", step="hook worker-1", duration=30)
+    killed = []
+    fake.actions.append((13, lambda: killed.append(True)))
+    kept = keep(api, fake, alive=lambda pid, started: not killed)
+    assert kept["renewals"] == 2 and "process (pid 101) has ended; the lease expires 2026-12-05T08:00:40Z" in kept["stopped"]
+    assert lease(api)["spec"]["holderIdentity"] and lease(api)["spec"]["renewTime"] == "2026-12-05T08:00:10.000000Z"
+
+
+def test_a_keepalive_fails_when_another_run_takes_the_lease_over():
+    api, fake = MemoryCluster([]), FakeTime()
+    run(api, ALICE, "r1", step="hook worker-1", duration=30)
+
+    def bob_takes_over():
+        stored = lease(api)
+        stored["spec"]["renewTime"] = "2026-12-05T07:00:00.000000Z"   # as if Alice's lease had expired
+        run(api, BOB, "r2", now=fake.wall(), unfinished="take")
+    fake.actions.append((5, bob_takes_over))
+    with pytest.raises(svc.LeaseLost) as lost:
+        keep(api, fake)
+    assert "rebalance run r2 by bob@ctl-2 pid 202 holds it" in lost.value.message
+
+
+def test_a_keepalive_rides_out_a_short_outage_and_fails_past_the_renew_deadline():
+    api, fake = MemoryCluster([]), FakeTime()
+    run(api, ALICE, "r1", step="hook worker-1", duration=30)
+    down = {"from": 11.0, "until": 15.0}
+    original_get = api.get
+
+    def get(res, name, namespace=None):
+        if down["from"] <= fake.now < down["until"]:
+            raise ApiFailure("get lease", 0, "ConnectionRefused", "connection refused")
+        return original_get(res, name, namespace)
+    api.get = get
+    fake.actions.append((25, lambda: run(api, ALICE, "r1", step="next", duration=30, now=fake.wall())))
+    assert keep(api, fake)["stopped"] == "the run moved on to step next"   # 4 s without an answer, within the deadline
+
+    # the run's next hook, then an outage that lasts
+    fake.now = 0.0
+    api.get = original_get
+    run(api, ALICE, "r1", step="hook worker-1", duration=30, now=fake.wall())
+    api.get = get
+    down.update({"from": 0.0, "until": 1000.0})
+    with pytest.raises(svc.LeaseLost) as lost:
+        keep(api, fake)
+    assert "could not renew the lease for 20 s, past the renew deadline of 20 s" in lost.value.message and 20 <= fake.now <= 22
+
+
+def test_a_keepalive_in_check_mode_does_nothing():
+    api, fake = MemoryCluster([]), FakeTime()
+    kept = svc.run(options(run_id="r1", state="keepalive", step="hook"), True, client=api, me=ALICE, clock=fake.clock, sleep=fake.sleep)
+    assert kept["renewals"] == 0 and kept["dry_run"] and api.requests == []
+
+
+def test_a_lease_of_15_seconds_is_the_shortest():
+    api = MemoryCluster([])
+    assert run(api, ALICE, "r1", duration=15)["lease"]["duration"] == 15
+    with pytest.raises(InvalidOption) as refused:
+        run(MemoryCluster([]), ALICE, "r1", duration=14)
+    assert "must be 15 seconds or more" in refused.value.message

@@ -3,13 +3,14 @@ simulator)."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services import vm_migration_verify as vf
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import DeschedulerInstallation
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import klog
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 
 from .. import k8s_objects as k8s
@@ -141,3 +142,75 @@ def test_evidence_json_and_markdown(tmp_path):
 
 def test_markdown_escapes_pipes_in_reasons():
     assert "a \\| b" in vf.markdown(output("fail", "a | b"))
+
+
+# ------------------------------------------------------------------------------------------ trigger evidence
+class GoneEvidenceClient:
+    """vm-1 moved worker-a -> worker-b by an evacuation that Succeeded; the descheduler's Jobs and Pods are gone (its
+    history limit), the VMI no longer carries the eviction source; worker-a cordoned or not; watches send nothing."""
+
+    def __init__(self, cordoned=False, forbid_nodes=False):
+        self.cordoned = cordoned
+        self.forbid_nodes = forbid_nodes
+        self.retried = []
+        self.last_resource_version = "1"
+        self.gets = []
+        self.vmim = k8s.vmim("kubevirt-evacuation-abcde", vmi_name="vm-1", phase="Succeeded")
+        self.vmim["metadata"]["annotations"] = {"kubevirt.io/evacuationMigration": "worker-a"}
+
+    def find_kinds(self, wanted):
+        return {pair: pair for pair in wanted}
+
+    def require_kind(self, kind, group=None, fix=None):
+        return (kind, group)
+
+    def list(self, resource, namespace=None, **_kwargs):
+        moved = k8s.vmi("vm-1", node="worker-b")
+        vm = k8s.vm("vm-1")
+        vm["status"] = {"printableStatus": "Running", "ready": True}
+        return {"VirtualMachineInstance": [moved], "VirtualMachineInstanceMigration": [self.vmim], "VirtualMachine": [vm],
+                "CronJob": [k8s.cronjob()]}.get(resource[0], [])
+
+    def watch(self, *_args, **_kwargs):
+        time.sleep(0.05)
+        return iter(())
+
+    def get(self, resource, name, namespace=None):
+        self.gets.append((resource[0], name))
+        if self.forbid_nodes:
+            raise ApiFailure("get nodes " + name, 403, "Forbidden", 'nodes "{0}" is forbidden'.format(name))
+        return k8s.node(name, unschedulable=self.cordoned)
+
+    def pod_log(self, *_args, **_kwargs):
+        raise AssertionError("no Pod left to read")
+
+
+def verify_gone(client, require):
+    opts = options(mode="verify", baseline=BASELINE, names=["desched-test/vm-1"], require_trigger=require, timeout=5)
+    return vf.verify(opts, vf.selection(opts), client)
+
+
+def test_an_evacuation_whose_evidence_is_gone_is_reported_unknown_with_the_reason_not_drain():
+    client = GoneEvidenceClient()
+    result = verify_gone(client, "drain")
+    [vm] = result["vms"]
+    assert vm["trigger"] == "unknown" and vm["verdict"] == "fail" and vm["checks"]["trigger"]["result"] == "fail"
+    assert "no evidence left" in vm["trigger_reason"] and "not taken for a drain" in vm["trigger_reason"]
+    assert client.gets == [("Node", "worker-a")]   # the evacuated node was read once, for evidence of a drain
+    assert result["drain_evidence"] == {"nodes": {}, "errors": []}
+    assert "- desched-test/vm-1: trigger unknown: an evacuation from worker-a" in vf.markdown(result)
+
+
+def test_an_evacuation_from_a_cordoned_node_is_a_drain():
+    result = verify_gone(GoneEvidenceClient(cordoned=True), "drain")
+    [vm] = result["vms"]
+    assert vm["trigger"] == "drain" and vm["verdict"] == "pass", vm
+    assert vm["trigger_reason"] == "an evacuation while node worker-a is cordoned (spec.unschedulable)"
+    assert result["drain_evidence"]["nodes"] == {"worker-a": "node worker-a is cordoned (spec.unschedulable)"}
+
+
+def test_a_node_that_cannot_be_read_is_no_evidence_and_is_reported():
+    result = verify_gone(GoneEvidenceClient(forbid_nodes=True), "any")
+    [vm] = result["vms"]
+    assert result["passed"] and vm["trigger"] == "unknown"
+    assert result["drain_evidence"]["errors"] and "forbidden" in result["drain_evidence"]["errors"][0]
