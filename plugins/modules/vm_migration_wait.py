@@ -48,6 +48,7 @@ options:
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubevirt_ops.rebalance.connection
+  - kubevirt_ops.rebalance.progress
 attributes:
   check_mode:
     support: full
@@ -146,6 +147,12 @@ deleted_while_waiting:
 watch:
   description: Requests of the wait (C(lists), C(watches), C(reconnects), C(relists_after_410), C(events)) and the last C(errors).
   returned: always
+  type: dict
+progress:
+  description:
+    - What the task printed while it waited (see I(progress_every)), C(lines) in the order they were shown (a line per migration as
+      it ended, a status line of those still unfinished), C(elapsed_seconds) of the whole wait, C(done) true.
+  returned: when I(progress_every) is more than 0
   type: dict
 """
 

@@ -23,6 +23,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.migration import migration_record
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.selectors import is_dns_label, parse_label_selector
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.watch import Stream, WatchSet
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.progress import PROGRESS_SPEC, Progress, named
 
 ARG_SPEC = {
     "namespaces": {"type": "list", "elements": "str", "aliases": ["namespace"]},
@@ -30,6 +31,7 @@ ARG_SPEC = {
     "vmi_names": {"type": "list", "elements": "str"},
     "timeout": {"type": "int", "default": 600},
     "fail_on_failed": {"type": "bool", "default": False},
+    **PROGRESS_SPEC,
 }
 SHOWN_IN_MESSAGE = 10
 
@@ -51,6 +53,8 @@ class VmMigrationWaitOptions(ModuleOptions):
     vmi_names: Optional[List[str]]
     timeout: int
     fail_on_failed: bool
+    progress_every: int
+    resume: Optional[dict]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,37 +142,51 @@ def _all(watchset: WatchSet) -> List[dict]:
 
 
 def run(options: VmMigrationWaitOptions, check_mode: bool, client: Optional[Client] = None, clock: Callable[[], float] = time.monotonic,
-        watch: Optional[Callable[..., Any]] = None) -> dict:
+        watch: Optional[Callable[..., Any]] = None, wall: Callable[[], float] = time.time) -> dict:
     """Wait until every migration in scope is final; the module result (the same in check mode: a wait writes
     nothing). Raises `MigrationsUnfinished` at the deadline and, with `fail_on_failed`, `MigrationsFailed` when one
-    ended Failed. The client's deadline covers the wait's timeout on top of api_timeout."""
+    ended Failed. The client's deadline covers the wait's timeout on top of api_timeout. With `progress_every`, a call
+    returns early with `progress` (the lines, and the state the next call resumes from)."""
     selected = scope(options)
-    started = clock()
+    progress = Progress(options.progress_every, options.resume, clock=clock, wall=wall)
+    progress.require_state("seen")
     client = client or Client.from_options(options.connection, extra_timeout=options.timeout)
-    watchset = WatchSet(client, _streams(client, selected), started + options.timeout, clock=clock, watch=watch)
-    seen: Dict[Tuple[str, str], dict] = {}  # every migration in scope seen while waiting, even if deleted later
+    watchset = WatchSet(client, _streams(client, selected), progress.call_deadline(options.timeout), clock=clock, watch=watch)
+    # every migration in scope seen while waiting, in this call or an earlier one, even if deleted later
+    seen: Dict[Tuple[str, str], dict] = {(e["namespace"], e["name"]): e for e in progress.state.get("seen") or []}
+    current: Dict[str, Any] = {}
 
     def done(ws: WatchSet) -> bool:
-        current = summarize(_all(ws), selected.vmi_names)
+        current.update(summarize(_all(ws), selected.vmi_names))
         for entry in current["migrations"]:
+            before = seen.get((entry["namespace"], entry["name"]))
+            if entry["final"] and before is not None and not before["final"]:
+                progress.finished("{0} {1} (VMI {2}, {3} -> {4})".format(_label(entry), entry["phase"], entry["vmi"],
+                                                                      entry["source"] or "?", entry["target"] or "?"))
             seen[(entry["namespace"], entry["name"])] = entry
-        return not current["unfinished"]
+        return not current["unfinished"] or progress.call_over()
 
     watchset.start()
     try:
-        finished = watchset.wait(done)
+        watchset.wait(done, wake_every=1.0 if progress.every > 0 else None)
     finally:
         watchset.stop()
-    waited = round(clock() - started, 3)
     current = summarize(_all(watchset), selected.vmi_names)
+    listed = {(m["namespace"], m["name"]) for m in current["migrations"]}
     result: Dict[str, Any] = {
         "changed": False, "migrations": current["migrations"], "unfinished": len(current["unfinished"]),
         "failed_migrations": current["failed"],
-        "waited_seconds": waited, "timeout": options.timeout,
-        "deleted_while_waiting": sorted(_label(e) for key, e in seen.items() if key not in {(m["namespace"], m["name"]) for m in current["migrations"]}),
+        "waited_seconds": round(progress.elapsed(), 3), "timeout": options.timeout,
+        "deleted_while_waiting": sorted(_label(e) for key, e in seen.items() if key not in listed),
         "watch": dict(watchset.stats, errors=watchset.errors[-5:]),
     }
-    if not finished and current["unfinished"]:
+    if current["unfinished"] and progress.every > 0 and not progress.out_of_time(options.timeout):
+        line = "{0:.0f} of {1} s; {2} migration(s) unfinished: {3}".format(
+            progress.elapsed(), options.timeout, len(current["unfinished"]), named([_label(e) for e in current["unfinished"]]))
+        return dict(result, progress=progress.unfinished(line, {"seen": list(seen.values())}))
+    if progress.every > 0:
+        result["progress"] = progress.done()
+    if current["unfinished"]:
         raise MigrationsUnfinished(
             "{0} of {1} migrations still unfinished after {2}s: {3}".format(len(current["unfinished"]), len(current["migrations"]),
                                                                             options.timeout, describe(current["unfinished"])),

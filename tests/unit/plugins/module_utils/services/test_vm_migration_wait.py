@@ -170,3 +170,29 @@ def test_one_stream_per_namespace_and_kubevirt_required():
     assert [n for n, _s in cluster.listed] == ["ns-a", "ns-b"]
     with pytest.raises(KindNotServed):
         mw.run(options(), False, client=Cluster([], served=False), watch=Script())
+
+
+# ------------------------------------------------------------------------------------------ progress between calls
+def test_with_progress_a_call_returns_a_line_per_ended_migration_and_the_unfinished_ones_to_resume_from():
+    script = Script([{"type": "MODIFIED", "object": vmim("m1", "Succeeded", rv=101, sourceNode="worker-a", targetNode="worker-b")}])
+    cluster = Cluster([vmim("m1", "Running"), vmim("m2", "Running", vmi="vm-2")])
+    result = mw.run(options(timeout=30, progress_every=1), False, client=cluster, watch=script)
+    script.release.set()
+    progress = result["progress"]
+    assert progress["done"] is False and result["unfinished"] == 1
+    assert progress["lines"][0] == "desched-test/m1 Succeeded (VMI vm-1, worker-a -> worker-b)"
+    assert "1 migration(s) unfinished: desched-test/m2" in progress["lines"][-1]
+    assert {e["name"] for e in progress["resume"]["state"]["seen"]} == {"m1", "m2"}
+
+    # the next call goes on from that state: m2 was deleted meanwhile, so nothing holds the wait and it says so
+    later = Script()
+    done = mw.run(options(timeout=30, progress_every=1, resume=progress["resume"]), False,
+                  client=Cluster([vmim("m1", "Succeeded")]), watch=later)
+    later.release.set()
+    assert done["progress"]["done"] is True and done["unfinished"] == 0
+    assert done["deleted_while_waiting"] == ["desched-test/m2"]
+
+
+def test_a_resume_that_is_not_the_modules_own_state_is_refused():
+    with pytest.raises(InvalidOption, match="resume"):
+        mw.run(options(progress_every=1, resume={"state": {}}), False, client=Cluster([]), watch=Script())
