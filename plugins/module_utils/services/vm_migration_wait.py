@@ -161,8 +161,9 @@ def run(options: VmMigrationWaitOptions, check_mode: bool, client: Optional[Clie
         for entry in current["migrations"]:
             before = seen.get((entry["namespace"], entry["name"]))
             if entry["final"] and before is not None and not before["final"]:
-                progress.finished("{0} {1} (VMI {2}, {3} -> {4})".format(_label(entry), entry["phase"], entry["vmi"],
-                                                                      entry["source"] or "?", entry["target"] or "?"))
+                line = "{0} {1} (VMI {2}, {3} -> {4})".format(_label(entry), entry["phase"], entry["vmi"], entry["source"] or "?",
+                                                              entry["target"] or "?")
+                progress.finished(line)
             seen[(entry["namespace"], entry["name"])] = entry
         return not current["unfinished"] or progress.call_over()
 
