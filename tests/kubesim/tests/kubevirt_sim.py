@@ -3,6 +3,10 @@ component, the given objects and the controllers running, plus small helpers to 
 conditions and post Evictions."""
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
+
 from kubesim.api import Cluster, RequestContext
 from kubesim.clock import Clock
 from kubesim.components import COMPONENTS
@@ -124,3 +128,17 @@ class Sim:
 
     def stop(self) -> None:
         self.manager.stop()
+
+
+def put(sim, path: str, body=None, method: str = "PUT") -> tuple[int, object]:
+    """A JSON request to the served simulator (a PUT unless told), its status code and decoded answer, errors included."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(sim.server.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as err:
+        raw = err.read()
+        return err.code, json.loads(raw) if raw else None

@@ -1,18 +1,15 @@
 """virt-api's `evacuate/cancel` (KubeVirt v1.7.0 and newer): it clears `status.evacuationNodeName` so that the
 evacuation controller creates no further migration for the VMI; what it refuses and with which codes; the VM path;
 discovery; and an older KubeVirt, which has no such route (404) and keeps re-creating migrations."""
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
 from kubesim.kubevirt import objects
 from kubesim.server import KubeSimServer
 
-from kubevirt_sim import KUBEVIRT, NS, VMI, VMIM, Sim
+from kubevirt_sim import KUBEVIRT, NS, VMI, VMIM, Sim, put
 
 BASE = f"/apis/subresources.kubevirt.io/v1/namespaces/{NS}"
 CANCEL = "evacuate/cancel"
@@ -51,19 +48,6 @@ def old_sim():
     sim.stop()
 
 
-def call(sim, path: str, body=None, method: str = "PUT") -> tuple[int, object]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(sim.server.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as err:
-        raw = err.read()
-        return err.code, json.loads(raw) if raw else None
-
-
 def mark_both(sim) -> str:
     """Evict both launchers, `stuck` first: both VMIs marked, `stuck` migrating (and hanging), `waiting` queued in the
     evacuation controller behind it (no migration yet: the one running fills parallelMigrationsPerCluster)."""
@@ -89,7 +73,7 @@ def condition(vmi, ctype):
 
 def test_cancel_clears_the_mark_and_no_migration_is_created_after_the_slot_frees(sim):
     stuck_migration = mark_both(sim)
-    assert call(sim, f"{BASE}/virtualmachineinstances/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"}) == (200, None)
+    assert put(sim, f"{BASE}/virtualmachineinstances/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"}) == (200, None)
     vmi = sim.get(VMI, "waiting")
     assert "evacuationNodeName" not in vmi["status"] and vmi["status"]["nodeName"] == "worker-a"
     sim.wait(lambda: condition(sim.get(VMI, "waiting"), "EvictionRequested") is None, what="EvictionRequested removed")
@@ -109,7 +93,7 @@ def test_cancel_leaves_a_pending_migration_which_deleting_ends_for_good(sim):
         assert sim.evict(sim.launcher(name)["metadata"]["name"]).code == 429
     pending = sim.wait(lambda: sim.migrations("waiting"), what="waiting's migration")[0]["metadata"]["name"]
     sim.wait(lambda: any(m["status"].get("phase") == "Running" for m in sim.migrations("stuck")), what="stuck migrating")
-    assert call(sim, f"{BASE}/virtualmachineinstances/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"}) == (200, None)
+    assert put(sim, f"{BASE}/virtualmachineinstances/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"}) == (200, None)
     simulated_wait(sim, 10)
     assert [(m["metadata"]["name"], m["status"].get("phase")) for m in sim.migrations("waiting")] == [(pending, "Pending")]
     sim.delete(VMIM, pending)
@@ -121,46 +105,46 @@ def test_cancel_answers_and_refusals(sim):
     mark_both(sim)
     path = f"{BASE}/virtualmachineinstances/waiting/{CANCEL}"
     # dry run: every check, no change
-    assert call(sim, path, {"evacuationNodeName": "worker-a", "dryRun": ["All"]}) == (200, None)
+    assert put(sim, path, {"evacuationNodeName": "worker-a", "dryRun": ["All"]}) == (200, None)
     assert sim.get(VMI, "waiting")["status"]["evacuationNodeName"] == "worker-a"
     # the body must name the node the VMI is marked for: the JSON patch's test fails otherwise (500)
     for body in ({"evacuationNodeName": "worker-b"}, {}, None):
-        code, status = call(sim, path, body)
+        code, status = put(sim, path, body)
         assert code == 500 and status["reason"] == "InternalError", (body, status)
         assert status["message"].startswith("Internal error occurred: ")
     assert sim.get(VMI, "waiting")["status"]["evacuationNodeName"] == "worker-a"
-    code, status = call(sim, path, "not an object")
+    code, status = put(sim, path, "not an object")
     assert code == 400 and status["message"].startswith("Can not unmarshal Request body to struct")
     # the legacy drain taint on the evacuation node refuses the cancel (400)
     sim.patch("nodes", "worker-a", {"spec": {"taints": [{"key": "kubevirt.io/drain", "effect": "NoSchedule"}]}}, namespace=None)
-    code, status = call(sim, path, {"evacuationNodeName": "worker-a"})
+    code, status = put(sim, path, {"evacuationNodeName": "worker-a"})
     assert (code, status["reason"], status["message"]) == (
         400, "BadRequest", 'Node "worker-a" has NodeDrainTaintKey "kubevirt.io/drain:NoSchedule"')
     sim.patch("nodes", "worker-a", {"spec": {"taints": None}}, namespace=None)
     # the VM path reaches the VM's VMI; a VMI not marked is a no-op 200
-    assert call(sim, f"{BASE}/virtualmachines/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"}) == (200, None)
+    assert put(sim, f"{BASE}/virtualmachines/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"}) == (200, None)
     assert "evacuationNodeName" not in sim.get(VMI, "waiting")["status"]
-    assert call(sim, path, {"evacuationNodeName": "worker-a"}) == (200, None)
-    assert call(sim, path, None) == (200, None)
+    assert put(sim, path, {"evacuationNodeName": "worker-a"}) == (200, None)
+    assert put(sim, path, None) == (200, None)
     # not found, and only PUT
-    code, status = call(sim, f"{BASE}/virtualmachineinstances/nope/{CANCEL}", {})
+    code, status = put(sim, f"{BASE}/virtualmachineinstances/nope/{CANCEL}", {})
     assert (code, status["message"]) == (404, 'virtualmachineinstance.kubevirt.io "nope" not found')
-    code, status = call(sim, f"{BASE}/virtualmachines/nope/{CANCEL}", {})
+    code, status = put(sim, f"{BASE}/virtualmachines/nope/{CANCEL}", {})
     assert (code, status["message"]) == (404, 'virtualmachine.kubevirt.io "nope" not found')
-    assert call(sim, path, method="GET")[0] == 405
-    assert call(sim, f"{BASE}/virtualmachineinstances/waiting/evacuate/other", {})[0] == 404
+    assert put(sim, path, method="GET")[0] == 405
+    assert put(sim, f"{BASE}/virtualmachineinstances/waiting/evacuate/other", {})[0] == 404
 
 
 def test_discovery_lists_evacuate_cancel(sim):
-    names = {r["name"] for r in call(sim, "/apis/subresources.kubevirt.io/v1", method="GET")[1]["resources"]}
+    names = {r["name"] for r in put(sim, "/apis/subresources.kubevirt.io/v1", method="GET")[1]["resources"]}
     assert {"virtualmachineinstances/evacuate/cancel", "virtualmachines/evacuate/cancel"} <= names
 
 
 def test_older_kubevirt_has_no_evacuate_cancel_and_keeps_migrating(old_sim):
     stuck_migration = mark_both(old_sim)
-    names = {r["name"] for r in call(old_sim, "/apis/subresources.kubevirt.io/v1", method="GET")[1]["resources"]}
+    names = {r["name"] for r in put(old_sim, "/apis/subresources.kubevirt.io/v1", method="GET")[1]["resources"]}
     assert not any(name.endswith(CANCEL) for name in names) and "virtualmachines/migrate" in names
-    code, status = call(old_sim, f"{BASE}/virtualmachineinstances/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"})
+    code, status = put(old_sim, f"{BASE}/virtualmachineinstances/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"})
     assert (code, status["message"]) == (404, "the server could not find the requested resource")
     old_sim.patch("nodes", "worker-a", {"spec": {"unschedulable": None}}, namespace=None)   # the node given back
     old_sim.delete(VMIM, stuck_migration)

@@ -1,10 +1,7 @@
 """virt-api's `subresources.kubevirt.io` over HTTP, as virtctl and kubevirt.core call it: start, stop, restart,
 migrate, pause, unpause with upstream's effects, codes and Status messages, dry runs, discovery, and RBAC asking
 about `virtualmachines/<sub>` in group `subresources.kubevirt.io` with verb `update`."""
-import json
 import threading
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -12,7 +9,7 @@ from kubesim.kubevirt import objects
 from kubesim.rbac import Attributes, rule_allows
 from kubesim.server import KubeSimServer
 
-from kubevirt_sim import NS, VM, VMI, VMIM, Sim
+from kubevirt_sim import NS, VM, VMI, VMIM, Sim, put
 
 BASE = f"/apis/subresources.kubevirt.io/v1/namespaces/{NS}"
 
@@ -28,19 +25,6 @@ def sim():
     yield sim
     server.shutdown_all()
     sim.stop()
-
-
-def put(sim, path: str, body=None, method: str = "PUT") -> tuple[int, object]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(sim.server.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as err:
-        raw = err.read()
-        return err.code, json.loads(raw) if raw else None
 
 
 def conflict(resource: str, name: str, why: str) -> dict:
