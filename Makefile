@@ -16,7 +16,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export ANSIBLE_HOME := $(ROOT)/.cache/ansible
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help demo test test-cluster venv collections sanity lint docs unit integration kubesim bench molecule build clean distclean
+.PHONY: help demo test test-steady test-cluster venv collections sanity lint docs unit integration kubesim bench molecule build clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ demo: collections  ## the main job: rebalance the simulator (two workers) with p
 
 test: collections  ## run every test tier that exists; prints `test-suite: N passed, N failed`
 	@scripts/run-tests.sh
+
+test-steady: collections  ## the integration tier twice with a busy loop pinned to one core: [STEADY_RUNS=n] [PYTEST_ADDOPTS='-k name']
+	@scripts/run-steady.sh
 
 # The staging cluster is named on the command line only: a KUBECONFIG from the environment may point anywhere.
 test-cluster: collections  ## cluster-safe integration tests on a real cluster: KUBECONFIG=path [CONTEXT=name] [TEST_VARS='{json}']
@@ -57,12 +60,13 @@ integration: collections  ## pytest tests/integration (against the simulator)
 kubesim: collections  ## pytest tests/kubesim/tests (the simulator's own tests)
 	@scripts/run-tests.sh kubesim
 
-bench: collections  ## benchmarks (not tests): facts and plan at scale vs the bare list and k8s_info loops; lists; verification; drain
+bench: collections  ## benchmarks (not tests): facts and plan at scale vs the bare list and k8s_info loops; lists; verification; drain; module call CPU
 	$(VENV)/bin/python tests/bench/bench_facts.py $(BENCH_ARGS)
 	$(VENV)/bin/python tests/bench/bench_list.py
 	$(VENV)/bin/python tests/bench/bench_verify.py
 	$(VENV)/bin/python tests/bench/bench_drain.py
 	$(VENV)/bin/python tests/bench/bench_cluster_maintenance.py
+	$(VENV)/bin/python tests/bench/bench_module_call.py
 
 molecule: collections  ## molecule test --all for the scenarios under extensions/molecule
 	@scripts/run-tests.sh molecule

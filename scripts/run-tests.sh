@@ -2,8 +2,8 @@
 # Run every test tier that exists, keep going when one fails, print a per-tier table and one summary
 # line `test-suite: N passed, N failed` (N counts tiers), and exit non-zero when any tier failed.
 #
-#   scripts/run-tests.sh                 all tiers
-#   scripts/run-tests.sh unit sanity     only the named tiers
+#   scripts/run-tests.sh                 all tiers (integration beside the tiers that only read files; see main)
+#   scripts/run-tests.sh unit sanity     only the named tiers, one after the other
 #
 # Tiers: unit, integration, kubesim (pytest), sanity (ansible-test), lint (ansible-lint), docs (antsibull-docs),
 # molecule; and cluster (`make test-cluster`, only when named: it runs against the cluster $KUBECONFIG names).
@@ -242,11 +242,12 @@ run_tier() {
         unit) pytest_tier unit tests/unit ;;
         # Integration tests mostly wait on simulated clusters and Ansible start-up (a load of about 1.4 on two cores with two
         # workers), so three workers, one test file each (module-scoped simulators stay in one process): 982 s against 1211 s
-        # with two on a clean clone. The slowest tests are listed after the run (--durations). The tests
-        # not marked `simulator` run once, inside test_cluster_mode.py's proof of `make test-cluster` against a
-        # simulator (every one of them must pass there), rather than a second time here.
+        # with two on a clean clone. Files are handed out in collection order (--no-loadscope-reorder), which starts the
+        # longest first (tests/integration/conftest.py LONGEST_FIRST). The slowest tests are listed after the run
+        # (--durations). The tests not marked `simulator` run once, inside test_cluster_mode.py's proof of
+        # `make test-cluster` against a simulator (every one of them must pass there), rather than a second time here.
         integration) debian_packages_for integration && pytest_tier integration tests/integration -m simulator \
-                         -n "${INTEGRATION_WORKERS:-3}" --dist loadfile --durations=15 ;;
+                         -n "${INTEGRATION_WORKERS:-3}" --dist loadfile --no-loadscope-reorder --durations=15 ;;
         # The simulator's own tests start their servers on free ports: two workers, one per core.
         kubesim) pytest_tier kubesim tests/kubesim/tests -n "${KUBESIM_WORKERS:-2}" ;;
         sanity) sanity_tier ;;
@@ -258,13 +259,59 @@ run_tier() {
     esac
 }
 
+# A whole run (no tier named) starts the integration tier first, in the background, and runs the tiers that only read
+# files (unit, sanity, lint, docs) beside it: the integration tier's workers wait on Ansible start-up and simulated
+# clusters part of the time, and its last modules leave a core idle. The tiers that start simulators of their own
+# (kubesim, molecule) run after it, so that no timing-sensitive tier shares the machine with another. The integration
+# tier's output is printed whole when it ends, its progress (one line a minute) while the others run.
+BESIDE_INTEGRATION=(unit sanity lint docs)
+AFTER_INTEGRATION=(kubesim molecule)
+
+print_last_record() {
+    printf '%s\t%s\t%s\t%s\n' "${RESULT_TIER[-1]}" "${RESULT_STATE[-1]}" "${RESULT_SECONDS[-1]}" "${RESULT_NOTE[-1]}"
+}
+
+run_integration_beside() {  # tiers...
+    local scratch pid tier fields
+    scratch="$(mktemp -d)"
+    # a subshell of its own: its record (the last one it adds) comes back through a file
+    (run_tier integration; print_last_record > "${scratch}/record") > "${scratch}/integration.log" 2>&1 &
+    pid=$!
+    printf '\n===== integration: started in the background (output when it ends: %s) =====\n' "${scratch}/integration.log"
+    for tier in "$@"; do
+        run_tier "${tier}"
+    done
+    local polls=0
+    while kill -0 "${pid}" 2>/dev/null; do
+        if ((polls++ % 12 == 0)); then
+            printf 'integration: still running, %s\n' "$(grep -Eo '\[ *[0-9]+%\]' "${scratch}/integration.log" 2>/dev/null | tail -n1 || true)"
+        fi
+        sleep 5
+    done
+    wait "${pid}"
+    cat "${scratch}/integration.log"
+    if [[ -s "${scratch}/record" ]]; then
+        IFS=$'\t' read -r -a fields < "${scratch}/record"
+        record "${fields[@]}"
+    else
+        record integration failed 0 "the tier ended without a result (see its output above)"
+    fi
+    rm -rf "${scratch}"
+}
+
 main() {
     local tier i passed=0 failed=0
     local -a tiers=("$@")
-    ((${#tiers[@]})) || tiers=("${ALL_TIERS[@]}")
-    for tier in "${tiers[@]}"; do
-        run_tier "${tier}"
-    done
+    if ((${#tiers[@]})); then
+        for tier in "${tiers[@]}"; do
+            run_tier "${tier}"
+        done
+    else
+        run_integration_beside "${BESIDE_INTEGRATION[@]}"
+        for tier in "${AFTER_INTEGRATION[@]}"; do
+            run_tier "${tier}"
+        done
+    fi
 
     printf '\n%-12s %-9s %6s  %s\n' tier result time note
     for i in "${!RESULT_TIER[@]}"; do

@@ -80,6 +80,12 @@ options:
     description:
       - The C(sizing) an earlier call returned; check its prediction on the running test VMs instead of sizing again.
     type: dict
+  timeout:
+    description:
+      - Seconds to wait, before the cluster is sized, for the rehearsal's namespace to be gone when it is still C(Terminating)
+        (the cleanup of a rehearsal just before; its test VMs still hold memory). Refused when it is still there then.
+    type: int
+    default: 600
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
   - kubevirt_ops.rebalance.connection
@@ -163,10 +169,14 @@ sizing:
   sample: {"source": "worker-a", "destination": "worker-b", "moves": 1, "vm_count": 2, "vm_memory": "2816Mi",
            "thresholds": {"memory": 47}, "target_thresholds": {"memory": 52}}
 lines:
-  description: The prediction in a few lines, for the play output.
+  description: The prediction in a few lines, for the play output (first, how long an earlier rehearsal's namespace was waited for).
   returned: always
   type: list
   elements: str
+waited_seconds:
+  description: Seconds spent waiting for an earlier rehearsal's C(Terminating) namespace to be gone (0 when there was none).
+  returned: always
+  type: float
 """
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import run_module

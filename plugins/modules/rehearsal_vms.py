@@ -18,7 +18,8 @@ description:
     C(kubevirt-ops.io/rehearsal=true)), one RWX PVC per VM when I(storage_class) is given, and the test VMs (runStrategy Always,
     evictionStrategy LiveMigrate, one vCPU, the scoping labels on the VM and its template, a containerDisk boot disk, a preferred
     node affinity to I(source) and a required one to I(source) and I(destination)); then waits until every VMI is Running with
-    C(LiveMigratable=True) and returns each VM's name, UID and node.
+    C(LiveMigratable=True) and returns each VM's name, UID and node. A rehearsal namespace still C(Terminating) (the cleanup of a
+    rehearsal just before) is first waited for until it is gone, within I(timeout), as the API refuses new objects in it.
   - With I(state=absent), deletes the namespace (so everything in it) and waits until it is gone.
   - Never writes to or deletes a namespace without the rehearsal's labels; such a namespace is refused before any write.
   - Idempotent; check mode creates or deletes the namespace with server-side dry run and reports the rest.
@@ -84,7 +85,8 @@ options:
     default: quay.io/kubevirt/cirros-container-disk-demo:v1.4.0
   timeout:
     description:
-      - Seconds to wait for the VMs to run, or for the namespace to be gone.
+      - Seconds to wait for the VMs to run (including the wait for an earlier rehearsal's C(Terminating) namespace to go), or for
+        the namespace to be gone.
     type: int
     default: 600
 extends_documentation_fragment:

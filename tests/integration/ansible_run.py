@@ -26,6 +26,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
+# Only there to stop a hung run: a run that takes ~100 s on an idle machine takes several times that on 2 busy cores.
+HUNG_RUN_SECONDS = 1200
 RESULT_LINE = re.compile(r"^localhost \| (SUCCESS|CHANGED|FAILED!) => ", re.MULTILINE)
 
 RECORDER = textwrap.dedent('''\
@@ -129,9 +131,9 @@ def localhost_inventory(workdir: Path) -> Path:
     return inventory
 
 
-def _run(command: list, workdir: Path, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+def _run(command: list, workdir: Path, env: Optional[dict] = None, timeout: float = HUNG_RUN_SECONDS) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="ans-", ignore_cleanup_errors=True) as temp:
-        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=ansible_env(workdir, temp, **(env or {})), check=False)
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=ansible_env(workdir, temp, **(env or {})), check=False)
 
 
 def _assert_outcome(failed: bool, expect_failure: Optional[bool], process: subprocess.CompletedProcess) -> None:
@@ -285,7 +287,7 @@ class RecordedRun:
 
 
 def run_tasks(sim, tasks: list, *, check: bool = False, diff: bool = False, extra_vars: dict | None = None,
-              expect_failure: bool = False, context: str = "workload", timeout: float = 300) -> RecordedRun:
+              expect_failure: bool = False, context: str = "workload", timeout: float = HUNG_RUN_SECONDS) -> RecordedRun:
     """Write `tasks` into a one-play playbook on localhost whose module_defaults point this collection's group
     (and kubernetes.core's) at the simulator, run it with the venv's ansible-playbook, and return the recorded
     results. A list of plays (dicts with `hosts`) is written as given. Asserts the run passed, or with
@@ -326,7 +328,7 @@ def run_tasks(sim, tasks: list, *, check: bool = False, diff: bool = False, extr
 
 
 def run_playbook_file(playbook, inventory: Path, workdir: Path, extra_vars: Optional[dict] = None, check: bool = False,
-                      expect_failure: Optional[bool] = False, timeout: float = 300) -> subprocess.CompletedProcess:
+                      expect_failure: Optional[bool] = False, timeout: float = HUNG_RUN_SECONDS) -> subprocess.CompletedProcess:
     """Run one of the collection's playbooks (a path, or `kubevirt_ops.rebalance.<name>`) with `inventory`, from
     `workdir` (relative report and backup directories land there). `expect_failure` True/False asserts the
     outcome; None accepts either."""

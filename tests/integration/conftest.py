@@ -132,9 +132,37 @@ def simulator_use(item: pytest.Function) -> str:
     return ""
 
 
+# The modules whose tests run longest (`--durations` of a whole tier, docs/performance.md), longest first. The integration
+# tier hands out whole modules to its workers in collection order (scripts/run-tests.sh: --dist loadfile
+# --no-loadscope-reorder), so these start first and no worker is left with a long module while the others are done.
+LONGEST_FIRST = (
+    "test_rehearse_hold.py", "test_cluster_mode.py", "test_kill_points_rehearsal.py", "test_rehearse_failures.py",
+    "test_kill_points_maintenance.py", "test_actual_load_rebalance.py", "test_playbooks.py", "test_cluster_maintenance.py",
+    "test_kill_points_rebalance.py", "test_run_lease.py", "test_deployment_restart.py", "test_api_outage.py",
+    "test_lease_renewal.py", "test_backup_in_cluster.py", "test_secrets.py",
+)
+
+
+def start_order(items: list) -> list:
+    """`items` with this directory's modules of LONGEST_FIRST first, in its order, then its other modules by their
+    number of tests, most first (what xdist's loadfile does without the list), then the tests of other directories as
+    they were; the tests of a module keep their order."""
+    counts: dict = {}
+    for item in items:
+        counts[item.path] = counts.get(item.path, 0) + 1
+
+    def rank(item) -> tuple:
+        if HERE not in item.path.parents:
+            return (len(LONGEST_FIRST) + 1, 0)
+        name = item.path.name
+        return (LONGEST_FIRST.index(name), 0) if name in LONGEST_FIRST else (len(LONGEST_FIRST), -counts[item.path])
+    return sorted(items, key=rank)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Refuse simulator tests without the `simulator` marker; in cluster mode, deselect the simulator tests."""
+    """Refuse simulator tests without the `simulator` marker; in cluster mode, deselect the simulator tests; start the
+    longest modules first."""
     ours = [item for item in items if isinstance(item, pytest.Function) and HERE in item.path.parents]
     unmarked = [f"{item.nodeid} ({use})" for item in ours
                 if not item.get_closest_marker("simulator") and (use := simulator_use(item))]
@@ -148,3 +176,4 @@ def pytest_collection_modifyitems(config, items):
             config.hook.pytest_deselected(items=deselected)
             dropped = set(deselected)
             items[:] = [item for item in items if item not in dropped]
+    items[:] = start_order(items)

@@ -35,7 +35,8 @@ def script_env(**extra: str) -> dict:
             "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"), **extra}
 
 
-def run_cluster_tier(env: dict, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_cluster_tier(env: dict, timeout: float = 2400) -> subprocess.CompletedProcess:
+    """scripts/run-tests.sh cluster; `timeout` only stops a hung tier (it takes 9 minutes alone, 14 with a busy core)."""
     return subprocess.run([str(SCRIPT), "cluster"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout, check=False)
 
 

@@ -4,10 +4,10 @@ fails with the feature-gate problem and the upgrade fix and changes nothing; VMs
 ReadWriteOnce storage are named in the problems, all in one failure."""
 from __future__ import annotations
 
-import time
-
 import pytest
 import yaml
+
+from support.waiting import wait_for
 
 from .ansible_run import run_tasks
 
@@ -72,14 +72,12 @@ def test_old_package_fails_on_the_feature_gate_and_changes_nothing(kubesim_facto
 
 
 def wait_for_vmis(sim, names, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
+    """The VMIs of desched-test by name, once each of `names` reports its LiveMigratable condition."""
+    def reported():
         vmis = {vmi["metadata"]["name"]: vmi for vmi in sim.kubectl_json("-n", "desched-test", "get", "vmi")["items"]}
-        if all(any(c["type"] == "LiveMigratable" for c in (vmis.get(n, {}).get("status") or {}).get("conditions") or []) for n in names):
-            return vmis
-        if time.monotonic() > deadline:
-            pytest.fail(f"VMIs {names} did not report LiveMigratable in {timeout} s: {sorted(vmis)}")
-        time.sleep(0.2)
+        return vmis if all(any(c["type"] == "LiveMigratable" for c in (vmis.get(n, {}).get("status") or {}).get("conditions") or [])
+                           for n in names) else None
+    return wait_for(reported, timeout=timeout, what=f"VMIs {names} to report LiveMigratable")
 
 
 def test_strategy_none_and_rwo_vms_are_named_in_one_failure(kubesim_factory):

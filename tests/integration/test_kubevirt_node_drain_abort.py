@@ -12,6 +12,8 @@ import pytest
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.runner import spec_params
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.kubevirt_node_drain import ARG_SPEC, KubevirtNodeDrainOptions, run
 
+from support.waiting import wait_for
+
 from .conftest import kubectl_available, start_kubesim, stop_kubesim
 from .drain_scenario import write_queued_scenario
 from .module_call import run_service
@@ -38,16 +40,6 @@ def migrations_of(sim, name: str) -> list:
     return sorted(m["metadata"]["name"] for m in sim.kubectl_json("get", "vmim", "-n", NS)["items"] if m["spec"]["vmiName"] == name)
 
 
-def wait_for(predicate, what: str, seconds: float = 20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
-
-
 def stopped_drain(tmp_path, kubevirt_version: str | None = None):
     """The simulator with the blocker's migration hanging and a drain of worker-1 stopped by its timeout: vm-a marked for
     evacuation and queued in KubeVirt, vm-b never evicted; worker-1 cordoned."""
@@ -59,7 +51,8 @@ def stopped_drain(tmp_path, kubevirt_version: str | None = None):
                     "-p", '{"status":{"observedKubeVirtVersion":"%s"}}' % kubevirt_version)
     sim.kubectl("create", "-f", "-", input='{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachineInstanceMigration",'
                 '"metadata":{"name":"blocker-move","namespace":"%s"},"spec":{"vmiName":"blocker"}}' % NS)
-    wait_for(lambda: sim.kubectl_json("get", "vmim", "blocker-move", "-n", NS)["status"].get("phase") == "Running", "blocker's migration")
+    wait_for(lambda: sim.kubectl_json("get", "vmim", "blocker-move", "-n", NS)["status"].get("phase") == "Running", timeout=20,
+             what="blocker's migration")
     drain = module(sim, node="worker-1", timeout=6)
     assert drain["failed"] and drain["timed_out"] and drain["cordoned"], drain.get("msg")
     results = {vm["name"]: vm["result"] for vm in drain["vms"]}
@@ -113,6 +106,6 @@ def test_uncordon_on_kubevirt_without_evacuate_cancel_says_evacuations_continue_
         assert vmi(sim, "vm-a")["status"]["evacuationNodeName"] == "worker-1"
         # what the cancel prevents: once the queue frees, KubeVirt migrates the VM off the node given back
         free_the_queue(sim)
-        wait_for(lambda: migrations_of(sim, "vm-a"), "KubeVirt's migration of vm-a", seconds=WATCH_SIMULATED / TIME_SCALE + 10)
+        wait_for(lambda: migrations_of(sim, "vm-a"), timeout=WATCH_SIMULATED / TIME_SCALE + 10, what="KubeVirt's migration of vm-a")
     finally:
         stop_kubesim(sim)

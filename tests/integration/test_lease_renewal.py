@@ -104,8 +104,11 @@ def left_by(tmp_path: Path, command: str) -> list:
 
 
 def test_a_drain_longer_than_the_lease_keeps_it_and_a_killed_one_frees_it_only_when_it_expires(fresh_kubesim, tmp_path):
-    # 6 VMs of 512Mi at time scale 1: 9 s a migration, 2 at once from one node: the drain takes 30 s and more
+    # 6 VMs of 512Mi at time scale 1, 2 at once from one node, each migration slowed ten times (about 100 s): the drain
+    # outlasts the checks below and is killed mid-step however busy the machine is (at 10 s a migration it took about
+    # 30 s, and could end within a few seconds of the kept-alive check)
     sim = fresh_kubesim(str(write_scenario(tmp_path / "slow-drain.yaml", count=6, time_scale=1)), settle=True)
+    sim.kubectl("annotate", "vm", "--all", "-n", "vms", "kubesim.io/migration=slow")
     variables = {"maintenance_nodes": ["worker-1"], "run_lease_duration": DURATION}
     command = playbook_command(sim, PLAYBOOKS / "maintenance.yml", variables, tmp_path / "first")
     with playbook_in_background(command, tmp_path, tmp_path / "first.log") as first:
@@ -144,7 +147,10 @@ def test_a_maintenance_hook_longer_than_the_lease_keeps_it_and_a_killed_one_free
 
 
 def test_a_drain_whose_lease_was_taken_over_stops_before_its_next_eviction_naming_the_holder(fresh_kubesim, tmp_path):
-    sim = fresh_kubesim(str(write_scenario(tmp_path / "slow-drain.yaml", count=6, time_scale=1)), settle=True)
+    # 12 VMs, 2 migrations of 10 s at once: a drain of 60 s and more, so VMs are left to evict when it notices the take-over
+    # (its next call, a third of the lease later, slower on a busy machine), and every 10 s a finished migration frees a
+    # slot that a drain that did not stop would fill
+    sim = fresh_kubesim(str(write_scenario(tmp_path / "slow-drain.yaml", count=12, time_scale=1)), settle=True)
     variables = {"maintenance_nodes": ["worker-1"], "run_lease_duration": DURATION}
     command = playbook_command(sim, PLAYBOOKS / "maintenance.yml", variables, tmp_path / "first")
     with playbook_in_background(command, tmp_path, tmp_path / "first.log") as first:

@@ -17,6 +17,7 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.checks.stor
 from support.policy import PAGE_OPTIONS, PAGE_POLICY
 from support.rbac import RBAC_DIR, api, as_user, assert_denied, grant, manifests, rbac_kubesim, snapshot, without
 from support.simulator import evict, suspended_cronjob
+from support.waiting import wait_for
 
 from .ansible_run import run_ansible_module, run_role
 from .module_call import call_module
@@ -64,13 +65,12 @@ def test_facts_without_one_permission_names_it(sim, kind, resource, verb):
 # ------------------------------------------------------------------------------------------- verify
 def test_verify_module_records_and_verifies_a_migration_as_its_user(sim):
     selection = {"namespace": "desched-test", "label_selector": "app=desched-test"}
-    deadline = time.monotonic() + 30
-    while True:
+
+    def recorded_running():
         before = call_module("vm_migration_verify", as_user(sim, "verify", mode="record", **selection))
         assert not before["failed"], before
-        if all(entry["launcher"] for entry in before["baseline"].values()) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        return before if all(entry["launcher"] for entry in before["baseline"].values()) else None
+    before = wait_for(recorded_running, timeout=30, what="every recorded VM's launcher running")
     launcher = before["baseline"]["vm-1"]["launcher"]
     evict(sim, "desched-test", launcher)
     result = call_module("vm_migration_verify", as_user(sim, "verify", baseline=before["baseline"], timeout=60, **selection))

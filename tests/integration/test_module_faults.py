@@ -13,6 +13,7 @@ import yaml
 
 from support.policy import PAGE_OPTIONS, PAGE_POLICY
 from support.simulator import evict, running_kubesim
+from support.waiting import wait_for
 
 from .module_call import call_module
 
@@ -158,14 +159,12 @@ def test_policy_absent_with_a_failing_delete_removes_no_patch_and_keeps_the_over
 
 # ------------------------------------------------------------------------------ vm_migration_verify
 def record_running(sim) -> dict:
-    deadline = time.monotonic() + 30
-    while True:
+    def recorded_running():
         before = call_module(VERIFY, {"kubeconfig": sim.kubeconfig, "mode": "record", "namespace": "desched-test",
                                       "label_selector": "app=desched-test"})
         assert not before["failed"], before
-        if all(e["launcher"] for e in before["baseline"].values()) or time.monotonic() > deadline:
-            return before["baseline"]
-        time.sleep(0.2)
+        return before["baseline"] if all(e["launcher"] for e in before["baseline"].values()) else None
+    return wait_for(recorded_running, timeout=30, what="every recorded VM's launcher running")
 
 
 def test_verify_passes_through_dropped_watches_and_a_503_burst_on_relist(fresh):
@@ -198,13 +197,11 @@ def test_facts_report_a_failing_descheduler_job(fresh):
     configmap["data"]["policy.yaml"] = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: [{name: x, pluginConfig: " \
                                        "[{name: LowNodeUtilization, args: {thresholds: {cpu: 500}}}]}]\n"
     fresh.kubectl("apply", "-f", "-", input=json.dumps(configmap))
-    deadline = time.monotonic() + 45
-    while True:
+
+    def failed_jobs():
         result = call_module(FACTS, {"kubeconfig": fresh.kubeconfig, "include": ["descheduler"]})
         assert not result["failed"], result
         jobs = result["descheduler"]["last_jobs"]
-        if any(job["failed"] for job in jobs):
-            break
-        assert time.monotonic() < deadline, jobs
-        time.sleep(1)
+        return jobs if any(job["failed"] for job in jobs) else None
+    jobs = wait_for(failed_jobs, timeout=45, interval=1, what="a failed descheduler Job in the facts")
     assert any(job["failed"] and job["result"] != "succeeded" for job in jobs), jobs

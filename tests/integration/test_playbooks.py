@@ -141,7 +141,11 @@ def test_contradictory_variables_are_refused_before_anything_is_read(tmp_path, c
 
 class CronJobWatch:
     """Watches the Descheduler CronJob in a thread and records, at each suspend and resume, the phase of every
-    migration, so that a test can tell whether the CronJob was resumed before the migrations were final."""
+    migration at that very change (listed at the CronJob event's resourceVersion, so a busy machine that reads late
+    reads the same), so that a test can tell whether the CronJob was resumed before the migrations were final. The
+    watch is reopened from where it was until `stop()`, however long the run takes; a failure is kept in `error`."""
+
+    REOPEN_SECONDS = 5  # the longest stop() waits for the thread to notice
 
     def __init__(self, sim, on_suspend=None):
         from kubernetes import client, config, watch
@@ -149,29 +153,37 @@ class CronJobWatch:
         api = config.new_client_from_config(config_file=sim.kubeconfig, context="workload")
         self.batch, self.custom, self.watch = client.BatchV1Api(api), client.CustomObjectsApi(api), watch.Watch()
         self.transitions: list = []
+        self.error: Exception | None = None
+        self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def _phases(self) -> dict:
-        items = self.custom.list_cluster_custom_object("kubevirt.io", "v1", "virtualmachineinstancemigrations")["items"]
+    def _phases(self, resource_version: str) -> dict:
+        items = self.custom.list_cluster_custom_object("kubevirt.io", "v1", "virtualmachineinstancemigrations",
+                                                       resource_version=resource_version, resource_version_match="Exact")["items"]
         return {item["metadata"]["name"]: (item.get("status") or {}).get("phase") for item in items}
 
     def _run(self):
-        suspended = None
+        suspended, since = None, None
         try:
-            for event in self.watch.stream(self.batch.list_namespaced_cron_job, "descheduler", timeout_seconds=240):
-                now = bool(event["object"].spec.suspend)
-                if suspended is not None and now != suspended:
-                    self.transitions.append(("suspend" if now else "resume", self._phases()))
-                    if now and self.on_suspend and len(self.transitions) == 1:
-                        self.on_suspend()
-                suspended = now
-        except Exception:  # pylint: disable=broad-exception-caught
-            pass  # the simulator stopped at the end of the test
+            while not self.stopped.is_set():
+                for event in self.watch.stream(self.batch.list_namespaced_cron_job, "descheduler", timeout_seconds=self.REOPEN_SECONDS,
+                                               **({"resource_version": since} if since else {})):
+                    since = event["object"].metadata.resource_version
+                    now = bool(event["object"].spec.suspend)
+                    if suspended is not None and now != suspended:
+                        self.transitions.append(("suspend" if now else "resume", self._phases(since)))
+                        if now and self.on_suspend and len(self.transitions) == 1:
+                            self.on_suspend()
+                    suspended = now
+        except Exception as error:  # pylint: disable=broad-exception-caught  # kept for the test's assertion message
+            if not self.stopped.is_set():
+                self.error = error
 
     def stop(self):
+        self.stopped.set()
         self.watch.stop()
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=2 * self.REOPEN_SECONDS)
 
 
 def test_fleet_rollout_stops_at_the_failed_migration_rolls_it_back_and_leaves_the_rest(tmp_path, clusters):
@@ -191,7 +203,8 @@ def test_fleet_rollout_stops_at_the_failed_migration_rolls_it_back_and_leaves_th
     watcher = CronJobWatch(failing, on_suspend=lambda: failing.kubectl(
         "-n", "desched-test", "annotate", "vmi", *VMS, "kubesim.io/migration-"))
     try:
-        process = run_playbook_file(PLAYBOOKS / "fleet_rollout.yml", hosts, tmp_path, expect_failure=True)
+        # three clusters one after another: over 4 minutes alone, more with a busy core (the timeout only stops a hung run)
+        process = run_playbook_file(PLAYBOOKS / "fleet_rollout.yml", hosts, tmp_path, expect_failure=True, timeout=1200)
     finally:
         watcher.stop()
     assert "The rollout stops" in process.stdout
@@ -203,7 +216,7 @@ def test_fleet_rollout_stops_at_the_failed_migration_rolls_it_back_and_leaves_th
     assert "kubesim.io/migration=fail" in failed["error"] and failed["rollback"]["resumed"]
     rolled_back = snapshot(failing)
     assert rolled_back["resourcepatches"] == [] and rolled_back["policy"] == chart_policy and rolled_back["cronjob"][1] is False
-    assert [transition[0] for transition in watcher.transitions][:2] == ["suspend", "resume"], watcher.transitions
+    assert [transition[0] for transition in watcher.transitions][:2] == ["suspend", "resume"], (watcher.transitions, watcher.error)
     at_suspend, at_resume = watcher.transitions[0][1], watcher.transitions[1][1]
     assert at_suspend, "a migration was requested before the rollback"
     # KubeVirt garbage-collects finished migrations beyond a few per VMI: gone is final too.

@@ -522,8 +522,9 @@ def test_orphan_and_foreground_propagation(core, ns):
     oref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "o-owner", "uid": orphan_owner.metadata.uid}
     core.create_namespaced_config_map(ns, {"metadata": {"name": "o-dep", "ownerReferences": [oref]}})
     core.delete_namespaced_config_map("o-owner", ns, propagation_policy="Orphan")
-    time.sleep(0.3)
-    orphan = core.read_namespaced_config_map("o-dep", ns)
+    # the garbage collector orphans it (a read of a deleted dependent raises 404 and fails the test)
+    orphan = wait_for(lambda: not (d := core.read_namespaced_config_map("o-dep", ns)).metadata.owner_references and d,
+                      timeout=10, interval=0.05, what="the dependent orphaned")
     assert not orphan.metadata.owner_references
 
     owner = core.create_namespaced_config_map(ns, {"metadata": {"name": "f-owner"}})

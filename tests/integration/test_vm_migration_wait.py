@@ -16,6 +16,8 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.vm
     run,
 )
 
+from support.waiting import wait_for
+
 from .test_kubevirt_eviction_facts import simulator  # noqa: F401  # pylint: disable=unused-import  # the fixture, shared
 from .test_vm_migration_verify import run_module
 
@@ -72,16 +74,15 @@ def test_a_hanging_migration_fails_at_the_timeout_naming_it_and_its_phase(simula
 def test_a_cancelled_migration_is_final_and_fails_only_with_fail_on_failed(simulator):
     sim = simulator("rebalance-two-workers")
     name = start_migration(sim, "vm-2", "hang")
-    deadline = time.monotonic() + 20
-    while phase_of(sim, name) != "Running" and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_for(lambda: phase_of(sim, name) == "Running", timeout=20, what=f"migration {name} Running")
+    sim.reset_counters()
     done = {}
 
     def run():
         done["result"] = wait(sim, namespaces=[NAMESPACE], vmi_names=[NAMESPACE + "/vm-2"])
     waiter = threading.Thread(target=run)
     waiter.start()
-    time.sleep(1.5)
+    sim.wait_for_watches({"virtualmachineinstancemigrations": 1})  # the cancel below is an event the wait sees, not a list
     assert "result" not in done  # still waiting on the hanging migration
     cancelled_at = time.monotonic()
     sim.kubectl("delete", "vmim", name, "-n", NAMESPACE, "--wait=false")

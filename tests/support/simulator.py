@@ -21,6 +21,8 @@ from typing import Iterator
 
 import yaml
 
+from .waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "tests" / "kubesim" / "kubesim"
 # The simulator's admin bearer token (tests/kubesim/kubeconfig.py TOKEN): `kubernetes-admin` in `system:masters`.
@@ -73,6 +75,15 @@ class KubeSim:
 
     def reset_counters(self) -> None:
         self.admin("DELETE", "counters")
+
+    def wait_for_watches(self, wanted: dict, timeout: float = 60) -> None:
+        """Wait until at least `wanted[resource]` watch requests of each resource (plural) came since the counters were
+        reset: the watchers started before are listening, so what the test changes next reaches them however busy the
+        machine is (instead of a sleep that guesses how long they take to start)."""
+        def opened() -> bool:
+            counters = self.counters()
+            return all(counters.get("watch " + resource, 0) >= count for resource, count in wanted.items())
+        wait_for(opened, timeout=timeout, what=f"the watches {wanted} to be open")
 
     def add_fault(self, **rule) -> dict:
         return self.admin("POST", "faults", rule)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption, KindNotServed
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, InvalidOption, KindNotServed
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube import descheduler as desched
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.kubevirt import meta
@@ -93,3 +93,13 @@ class DeschedulerInstallation:
         """The last `tail_lines` lines of a Pod's log (its `container`) as klog records, each with its `pod`."""
         text = self.client.pod_log(self.namespace, meta(pod).get("name"), container=container, tail_lines=tail_lines)
         return desched.pod_log_records(pod, text)
+
+    def log_unless_gone(self, pod: dict, container: Optional[str] = None, tail_lines: int = LOG_TAIL_LINES) -> Optional[List[dict]]:
+        """`log`, or None when the Pod is gone (404): a Deployment's Pod can be replaced at any time (a restart, an
+        eviction, a node drain) between listing it and reading its log, and the caller lists the Pods again."""
+        try:
+            return self.log(pod, container, tail_lines)
+        except ApiFailure as failure:
+            if failure.status == 404:
+                return None
+            raise

@@ -4,9 +4,10 @@
 """The one door to the API server: every request of the collection goes through `Client`.
 
 - Options: kubernetes.core's auth options (`AUTH_ARG_SPEC`, secrets `no_log` there) plus `api_retries`
-  and `api_timeout`; the client is kubernetes.core's `get_api_client`, so kubeconfig files and dicts,
-  contexts, tokens, certificates, proxies, impersonation and the `K8S_AUTH_*` environment work as in
-  `kubernetes.core.k8s_info`.
+  and `api_timeout`; kubeconfig files and dicts, contexts, tokens, certificates, proxies, impersonation and the
+  `K8S_AUTH_*` environment work as in `kubernetes.core.k8s_info`. The common cases (see `kubeconfig.load`) go
+  through the collection's own HTTP client (`native`), which never imports the kubernetes package, half of
+  a module's CPU; everything else through kubernetes.core's `get_api_client`, imported only then.
 - Kinds are found through discovery, by kind and optionally group (ACP's ResourcePatch and ModuleInfo are
   looked up by kind in whatever group serves them); a kind that is not served is `None` or `KindNotServed`.
 - Lists are paged (`limit`/`continue`) and return plain dicts (no per-object wrappers, so ten thousand VMIs
@@ -22,7 +23,7 @@
   `dry_run`, sent as the API server's `dryRun=All`: validation and admission run, nothing is stored (this is
   how check mode asks the server, as kubernetes.core does). The API's `Warning` headers of the last write
   are in `last_warnings`.
-- Nothing else in the collection touches the kubernetes client.
+- Nothing else in the collection touches the kubernetes client or the HTTP connection to the API server.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import http.client
 import json
 import re
 import ssl
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -46,32 +48,32 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors impo
     InvalidOption,
     KindNotServed,
 )
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s import native
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.kubeconfig import NotNative
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.transport import ApiError
 
-try:
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.config import ConfigException
-    from kubernetes.dynamic.resource import ResourceList
-    import urllib3
-    HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = None
-except ImportError as import_error:  # the module reports it with missing_required_lib
-    HAS_KUBERNETES = False
-    KUBERNETES_IMPORT_ERROR = import_error
-    get_api_client = None  # pylint: disable=invalid-name
 
-    class ApiException(Exception):  # type: ignore[no-redef]
-        """Stand-in so that `except ApiException` stays valid without the kubernetes client."""
-        status = 0
-        reason = ""
-        body = None
-        headers = None
+def loaded_class(module: str, name: str) -> Any:
+    """A class of a library, only when the library is already imported (None otherwise): an exception or an object
+    of a library that was never imported cannot be at hand, so checking for it must not import the library."""
+    return getattr(sys.modules.get(module), name, None)
 
-    class ConfigException(Exception):  # type: ignore[no-redef]
-        """Stand-in for kubernetes.config.ConfigException."""
 
-    ResourceList = ()  # pylint: disable=invalid-name
-    urllib3 = None  # pylint: disable=invalid-name
+def api_error_classes() -> Tuple[type, ...]:
+    """The exceptions for an answer other than 2xx: the native transport's, and the kubernetes client's once imported."""
+    api_exception = loaded_class("kubernetes.client.exceptions", "ApiException")
+    return (ApiError, api_exception) if api_exception else (ApiError,)
+
+
+def kubernetes_core_client(**auth: Any) -> Any:
+    """kubernetes.core's `get_api_client`, for the options the native client leaves to it (imported only then)."""
+    try:
+        from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+        import kubernetes.config  # noqa: F401  pylint: disable=unused-import  # kubernetes.core's import of it is silent
+    except ImportError as error:
+        raise InvalidOption("the kubernetes Python client is not installed ({0})".format(error),
+                            "Install the packages in requirements.txt on the host that runs the module.") from error
+    return get_api_client(**auth)
 
 
 RETRY_ARG_SPEC = {
@@ -170,8 +172,8 @@ def _status_body(body: Any) -> dict:
 
 
 def classify(error: BaseException) -> Optional[Failure]:
-    """Turn an exception from the client into a Failure, or None when it is not an API problem."""
-    if isinstance(error, ApiException):
+    """Turn an exception from the client (either one) into a Failure, or None when it is not an API problem."""
+    if isinstance(error, api_error_classes()):
         status = int(getattr(error, "status", 0) or 0)
         body = _status_body(getattr(error, "body", None))
         reason = body.get("reason") or str(getattr(error, "reason", "") or "")
@@ -181,13 +183,16 @@ def classify(error: BaseException) -> Optional[Failure]:
             retry_after = parse_retry_after((body.get("details") or {}).get("retryAfterSeconds"))
         # status 0: the client's own wrapper around TLS errors; retrying does not fix a certificate
         return Failure(status, reason, message, status in RETRYABLE_STATUS, retry_after)
+    urllib3 = sys.modules.get("urllib3")
     if urllib3 is not None and isinstance(error, urllib3.exceptions.HTTPError):
         cause = getattr(error, "reason", None)
         if isinstance(error, urllib3.exceptions.SSLError) or isinstance(cause, urllib3.exceptions.SSLError):
             return Failure(0, "TLSError", str(cause or error), False)
         return Failure(0, type(error).__name__, str(cause or error), True)
-    if isinstance(error, (ConnectionError, http.client.HTTPException)):
-        return Failure(0, type(error).__name__, str(error), True)
+    if isinstance(error, ssl.SSLError):
+        return Failure(0, "TLSError", str(error), False)
+    if isinstance(error, (ConnectionError, http.client.HTTPException)):   # the native transport's TransportError names its cause
+        return Failure(0, getattr(error, "kind", None) or type(error).__name__, str(error), True)
     return None
 
 
@@ -208,7 +213,8 @@ class Client:
     """The API client: discovery by kind, paged lists, the verbs, bounded retries, dry run.
 
     `client_factory(**auth)` returns a kubernetes.core `K8SClient` (its `.client` is the dynamic client);
-    tests pass a fake. `sleep` and `clock` are injectable so that retry timing is tested without waiting.
+    tests pass a fake. Without it, the client is the native one when `kubeconfig.load` reads the options, else
+    kubernetes.core's. `sleep` and `clock` are injectable so that retry timing is tested without waiting.
     """
 
     def __init__(self, auth: Optional[dict] = None, retries: int = 5, timeout: float = 120,
@@ -226,7 +232,7 @@ class Client:
         self.retries = retries
         self.timeout = timeout
         self.page_size = page_size
-        self._factory = client_factory or get_api_client
+        self._factory = client_factory
         self._sleep = sleep
         self._clock = clock
         self._deadline = clock() + timeout
@@ -287,18 +293,25 @@ class Client:
     # ---------------------------------------------------------------------------------- client
     @property
     def client(self) -> Any:
-        """kubernetes.core's K8SClient, created on first use (its creation reads /version and /apis)."""
+        """kubernetes.core's K8SClient or the native one, created on first use (its creation reads /version and /apis
+        when there is no discovery cache)."""
         if self._client is None:
             self._client = self.call("connect to the API server", self._connect)
         return self._client
 
     def _connect(self) -> Any:
-        if self._factory is None:
-            raise InvalidOption("the kubernetes Python client is not installed ({0})".format(KUBERNETES_IMPORT_ERROR),
-                                "Install the packages in requirements.txt on the host that runs the module.")
+        factory = self._factory
+        if factory is None:
+            try:
+                return native.connect(self.auth, self._request_timeout)
+            except NotNative:
+                factory = kubernetes_core_client
+            except ValueError as error:  # as kubernetes.core's: "Host value ... should start with https://"
+                raise InvalidOption(str(error), "Check the scheme and port of host or the kubeconfig server.", path="host") from error
+        config_exception = loaded_class("kubernetes.config", "ConfigException")
         try:
-            k8s_client = self._factory(**self.auth)
-        except (CoreException, ConfigException) as error:
+            k8s_client = factory(**self.auth)
+        except (CoreException, config_exception or CoreException) as error:
             raise InvalidOption(str(error), "Give kubeconfig (a path or a dict) and context, or host with api_key, "
                                             "or set the K8S_AUTH_* environment variables.", path="kubeconfig") from error
         except ValueError as error:  # e.g. "Host value ... should start with https://"
@@ -369,7 +382,8 @@ class Client:
             proxy = None
         key = "{0} {1}".format(scheme, proxy or "")
         if key not in self._http_pools:
-            tls = tls_options(getattr(getattr(self.client.client, "client", None), "configuration", None)) if scheme == "https" else {}
+            import urllib3  # only a GET outside the API server needs it
+            tls = tls_options(self._configuration()) if scheme == "https" else {}
             self._http_pools[key] = urllib3.ProxyManager(proxy, **tls) if proxy else urllib3.PoolManager(**tls)
         return self._http_pools[key]
 
@@ -402,9 +416,10 @@ class Client:
         elif self._index is None:
             self._read_in_full = self._nothing_fetched(resources)
         index: Dict[str, list] = {}
+        resource_list = loaded_class("kubernetes.dynamic.resource", "ResourceList") or ()
         for entry in resources:
             for resource in entry if isinstance(entry, list) else [entry]:
-                if isinstance(resource, ResourceList) or not getattr(resource, "kind", None):
+                if isinstance(resource, resource_list) or not getattr(resource, "kind", None):
                     continue
                 index.setdefault(resource.kind, []).append(resource)
         return index
@@ -608,10 +623,14 @@ class Client:
                                             header_params={"Accept": "text/plain"}))
         return text or ""
 
+    def _configuration(self) -> Any:
+        """The connection settings (`host`, `verify_ssl`, `ssl_ca_cert`) of the client; None for a fake."""
+        configuration = getattr(self.client, "configuration", None)
+        return configuration if configuration is not None else getattr(getattr(self.client.client, "client", None), "configuration", None)
+
     def server_host(self) -> Optional[str]:
         """The API server URL the client talks to (from the kubeconfig or `host`)."""
-        configuration = getattr(getattr(self.client.client, "client", None), "configuration", None)
-        return getattr(configuration, "host", None)
+        return getattr(self._configuration(), "host", None)
 
     def list_kind(self, kind: str, group: Optional[str] = None, **kwargs: Any) -> Optional[List[dict]]:
         """`list` by kind; None when the kind is not served."""
@@ -626,25 +645,26 @@ class Client:
 
 def tls_options(configuration: Any) -> Dict[str, Any]:
     """urllib3 pool options for a server outside the API server with the TLS trust of the API connection: verified
-    unless `verify_ssl` is off, against the system's CAs plus the connection's CA file (no client certificate: those
-    are credentials for the API server)."""
+    unless `verify_ssl` is off, against the system's CAs plus the connection's CA (a file, or the native client's
+    certificate-authority-data; no client certificate: those are credentials for the API server)."""
     if configuration is not None and getattr(configuration, "verify_ssl", True) is False:
         return {"cert_reqs": "CERT_NONE", "assert_hostname": False}
     context = ssl.create_default_context()
     ca_file = getattr(configuration, "ssl_ca_cert", None) if configuration is not None else None
     if ca_file:
         context.load_verify_locations(cafile=ca_file)
+    ca_data = getattr(configuration, "ssl_ca_data", None) if configuration is not None else None
+    if ca_data:
+        context.load_verify_locations(cadata=ca_data.decode("ascii", "replace"))
     return {"ssl_context": context}
 
 
 def http_answer_error(response: Any) -> Exception:
-    """An answer other than 2xx from a server outside the API server, as the client's ApiException (status, reason,
-    body, headers), so that `classify` treats it as any API answer."""
+    """An answer other than 2xx from a server outside the API server, as an ApiError (status, reason, body, headers),
+    so that `classify` treats it as any API answer."""
     status = int(getattr(response, "status", 0) or 0)
-    error = ApiException(status=status, reason=getattr(response, "reason", None) or http.client.responses.get(status, ""))
-    error.body = getattr(response, "data", None)
-    error.headers = dict(getattr(response, "headers", None) or {})
-    return error
+    return ApiError(status, getattr(response, "reason", None) or http.client.responses.get(status, ""), getattr(response, "data", None),
+                    dict(getattr(response, "headers", None) or {}))
 
 
 def failure_body(failure: BaseException) -> Any:

@@ -69,7 +69,11 @@ def run_module(own_spec: Dict[str, Any], options_type: Type[ModuleOptions], serv
     its result or the error."""
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule  # only a module run needs it
 
-    module = AnsibleK8SModule(argument_spec=module_argument_spec(own_spec), supports_check_mode=True, **module_kwargs)
+    # No dependency checks: each imports the whole kubernetes package (kubernetes.core's gather_versions), a third of a
+    # module's CPU, which the native client does not need; the fallback to kubernetes.core's client says itself when
+    # the kubernetes package is missing, and a kubeconfig file without PyYAML goes to that fallback.
+    module = AnsibleK8SModule(argument_spec=module_argument_spec(own_spec), supports_check_mode=True, check_k8s=False, check_pyyaml=False,
+                              **module_kwargs)
     try:
         result = service(options_type.from_params(module.params), module.check_mode)
     except RebalanceError as error:

@@ -8,7 +8,8 @@ A run is the next Job the CronJob schedules after the start (`wait`), a Job crea
 complete descheduling cycle in its Pod's log. Jobs and Pods are waited for by list + watch (k8s.watch); the log is
 read when the Job's Pod has finished. A Job Pod that ends Failed decides the run at once: the descheduler exits 1 on a
 policy it rejects, and the Job's retries read the same ConfigMap, so waiting for `backoffLimit` tells nothing new.
-A Deployment's log has no watch (pods/log without follow), so that one case reads the log every few seconds.
+A Deployment's log has no watch (pods/log without follow), so that one case reads the log every few seconds; a Pod
+gone since it was listed (replaced: a restart, an eviction, a node drain) is left for the Pods of the next listing.
 The installation (workload, Pods, logs) is read through `cluster.descheduler.DeschedulerInstallation`. In check mode
 the Job is sent with server-side dry run (validated and admitted, not stored) and nothing is waited for.
 """
@@ -369,7 +370,10 @@ class Run:
                     if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")]
             for pod in pods:
                 name = meta(pod).get("name")
-                records = self.installation.log(pod, container)
+                records = self.installation.log_unless_gone(pod, container)
+                if records is None:  # replaced since the listing: the next listing has the Deployment's current Pod
+                    baseline.pop(name, None)
+                    continue
                 if first or name not in baseline:
                     if first:
                         baseline[name] = records[-1]["line"] if records else None

@@ -9,13 +9,15 @@ than two schedulable KubeVirt workers, a worker named that does not exist, is no
 of that name that is not the rehearsal's own (or is left from an earlier run), a storage class that does not exist,
 a policy owned by OpenShift's descheduler operator (its KubeDescheduler CR rewrites the ConfigMap), and workers
 without room for the test VMs. Reads only: nodes, Pods (one list each), the namespace, the storage class and the
-KubeDescheduler resources where served.
+KubeDescheduler resources where served. A rehearsal namespace still Terminating (the cleanup of a run just before)
+is waited for, within `timeout`, before the cluster is sized: its test VMs still hold memory on the workers.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+import time
+from typing import Any, Callable, Dict, List, Optional
 
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import InvalidOption
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.k8s.client import Client
@@ -33,6 +35,12 @@ from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.kube.select
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy import rehearsal
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.plan import active_pods
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.policy.rehearsal import RehearsalRefused
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.services.rehearsal_vms import (
+    is_terminating,
+    still_terminating_fix,
+    still_terminating_problem,
+    wait_until_gone,
+)
 
 ARG_SPEC = {
     "nodes": {"type": "list", "elements": "str"},
@@ -46,6 +54,7 @@ ARG_SPEC = {
     "storage_class": {"type": "str"},
     "allow_operator_policy": {"type": "bool", "default": False},
     "confirm": {"type": "dict"},
+    "timeout": {"type": "int", "default": 600},
 }
 
 
@@ -63,6 +72,7 @@ class RehearsalPlanOptions(ModuleOptions):
     storage_class: Optional[str]
     allow_operator_policy: bool
     confirm: Optional[dict]
+    timeout: int
 
 
 def _memory(value: Optional[str], path: str) -> Optional[int]:
@@ -86,6 +96,9 @@ def check_options(options: RehearsalPlanOptions) -> None:
     if not is_dns_label(options.namespace):
         raise InvalidOption("{0!r} is not a valid namespace name".format(options.namespace),
                             "Use lower-case letters, digits and '-', at most 63 characters.", path="namespace")
+    if options.timeout <= 0:
+        raise InvalidOption("must be more than 0 seconds", "Give how long to wait for an earlier rehearsal's namespace to go, e.g. 600.",
+                            path="timeout")
     if options.nodes is not None and (len(options.nodes) != 2 or options.nodes[0] == options.nodes[1]):
         raise InvalidOption("needs two different worker names, got {0}".format(options.nodes),
                             "Give the worker to overload first and the one to receive the VMs second, e.g. [worker-a, worker-b].",
@@ -157,6 +170,19 @@ def operator_refusal(client: Client, allowed: bool) -> None:
             path="rehearse_allow_operator_policy")
 
 
+def wait_for_earlier_namespace(client: Client, name: str, timeout: int, clock: Callable[[], float]) -> float:
+    """The seconds waited (within `timeout`) for the rehearsal's namespace `name` to be gone when it is Terminating (a
+    cleanup just before); refused when it is still there at the timeout."""
+    started = clock()
+    found = client.get(client.require_kind("Namespace"), name)
+    if not (is_terminating(found) and objects.is_rehearsal_namespace(found)):
+        return 0.0
+    left = wait_until_gone(client, name, started + timeout, clock)
+    if left is not None:
+        raise RehearsalRefused(still_terminating_problem(name, left, timeout), still_terminating_fix(name), path="timeout")
+    return round(clock() - started, 3)
+
+
 def namespace_refusal(client: Client, name: str) -> None:
     found = client.get(client.require_kind("Namespace"), name)
     if found is None:
@@ -206,11 +232,13 @@ def _confirm(options: RehearsalPlanOptions, nodes: List[dict], pods: List[dict])
     return sizing
 
 
-def run(options: RehearsalPlanOptions, check_mode: bool, client: Optional[Client] = None) -> dict:
+def run(options: RehearsalPlanOptions, check_mode: bool, client: Optional[Client] = None, clock: Callable[[], float] = time.monotonic) -> dict:
     """The sizing and prediction (reads only, the same in check mode)."""
     del check_mode  # reads only
     check_options(options)
-    client = client or Client.from_options(options.connection)
+    client = client or Client.from_options(options.connection, extra_timeout=options.timeout)
+    # before the cluster is read: the test VMs of a rehearsal being deleted still hold memory on the workers
+    waited = 0.0 if options.confirm else wait_for_earlier_namespace(client, options.namespace, options.timeout, clock)
     nodes = client.list(client.require_kind("Node"))
     pods = client.list(client.require_kind("Pod"))
     if options.confirm:
@@ -224,5 +252,7 @@ def run(options: RehearsalPlanOptions, check_mode: bool, client: Optional[Client
                                 margin=options.margin, min_gap=options.min_gap,
                                 memory_min=_memory(options.vm_memory_min, "vm_memory_min") or objects.GI,
                                 memory_max=_memory(options.vm_memory_max, "vm_memory_max"), storage_class=options.storage_class)
-    result: Dict[str, Any] = {"changed": False, "sizing": sizing, "lines": rehearsal.prediction_lines(sizing)}
+    waited_line = ["waited {0}s for namespace {1} of an earlier rehearsal to be deleted".format(waited, options.namespace)] if waited else []
+    result: Dict[str, Any] = {"changed": False, "sizing": sizing, "lines": waited_line + rehearsal.prediction_lines(sizing),
+                              "waited_seconds": waited}
     return result

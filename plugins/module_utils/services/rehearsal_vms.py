@@ -6,7 +6,9 @@
 
 Only a namespace carrying the rehearsal's labels (`kube/rehearsal_objects.namespace_labels`) is ever written to or
 deleted; any other is refused before the first write. Creation is idempotent (what exists is kept), deletion too
-(a namespace already gone is nothing to do). Waiting is by list + watch (`k8s.watch.WatchSet`), within `timeout`;
+(a namespace already gone is nothing to do). A rehearsal namespace still Terminating (an earlier run's cleanup, or a
+delete by hand) is waited for until it is gone, within `timeout`, before it is created again: the API refuses new
+objects in a namespace being deleted. Waiting is by list + watch (`k8s.watch.WatchSet`), within `timeout`;
 the client's bounded retries carry the requests through a burst of 5xx answers. Check mode creates nothing: the
 namespace is created with server-side dry run, the rest is reported as it would be created.
 """
@@ -99,6 +101,36 @@ def owned_namespace(client: Client, name: str) -> Optional[dict]:
     return found
 
 
+def is_terminating(namespace: Optional[dict]) -> bool:
+    return bool(namespace and meta(namespace).get("deletionTimestamp"))
+
+
+def wait_until_gone(client: Client, name: str, deadline: float, clock: Callable[[], float]) -> Optional[dict]:
+    """Watch the namespace `name` until it is gone: None then, else the namespace as last seen at `deadline`."""
+    watchset = WatchSet(client, [Stream("namespace", client.require_kind("Namespace"), field_selector="metadata.name=" + name)],
+                        deadline, clock=clock)
+    watchset.start()
+    try:
+        gone = watchset.wait(lambda ws: not ws.objects("namespace"))
+    finally:
+        watchset.stop()
+    return None if gone else (watchset.objects("namespace") or [{}])[0]
+
+
+def still_terminating_problem(name: str, namespace: dict, timeout: int) -> str:
+    """Why the rehearsal cannot start: the namespace of an earlier run is still being deleted, and what holds it (the
+    namespace deleter's conditions that are True: content left, finalizers)."""
+    holding = [c["message"] for c in (namespace.get("status") or {}).get("conditions") or [] if c.get("status") == "True" and c.get("message")]
+    return "namespace {0} of an earlier rehearsal (run {1}) is still Terminating after {2}s{3}".format(
+        name, (meta(namespace).get("annotations") or {}).get(objects.RUN_ANNOTATION, "unknown"), timeout,
+        ": " + "; ".join(holding) if holding else "")
+
+
+def still_terminating_fix(name: str) -> str:
+    return ("Look at what holds it: kubectl get namespace {0} -o yaml (status.conditions name the content and finalizers left); "
+            "rehearse again once it is gone.".format(name))
+
+
 # ------------------------------------------------------------------------------------------ present
 def wanted_objects(options: RehearsalVmsOptions) -> List[tuple]:
     """(kind, group, object) in creation order: the PVCs before the VMs that mount them."""
@@ -139,7 +171,14 @@ def present(options: RehearsalVmsOptions, check_mode: bool, client: Client, cloc
     started = clock()
     namespace_kind = client.require_kind("Namespace")
     created: List[str] = []
-    if owned_namespace(client, options.namespace) is None:
+    found = owned_namespace(client, options.namespace)
+    if is_terminating(found) and not check_mode:
+        found = wait_until_gone(client, options.namespace, started + options.timeout, clock)
+        if found is not None:
+            raise NamespaceNotGone(still_terminating_problem(options.namespace, found, options.timeout),
+                                   still_terminating_fix(options.namespace), path="timeout",
+                                   result={"changed": False, "created": [], "vms": [], "waited_seconds": round(clock() - started, 3)})
+    if found is None:
         client.create(namespace_kind, objects.namespace_object(options.namespace, options.run_id), dry_run=check_mode)
         created.append("Namespace/" + options.namespace)
     if check_mode:
@@ -186,18 +225,12 @@ def absent(options: RehearsalVmsOptions, check_mode: bool, client: Client, clock
     if check_mode:
         client.delete(namespace_kind, options.namespace, dry_run=True)
         return {"changed": True, "removed": ["Namespace/" + options.namespace], "left": [], "waited_seconds": 0.0}
-    if not (found.get("metadata") or {}).get("deletionTimestamp"):
+    if not is_terminating(found):
         client.delete(namespace_kind, options.namespace, preconditions={"uid": meta(found).get("uid")}, propagation_policy="Background")
-    watchset = WatchSet(client, [Stream("namespace", namespace_kind, field_selector="metadata.name=" + options.namespace)],
-                        started + options.timeout, clock=clock)
-    watchset.start()
-    try:
-        gone = watchset.wait(lambda ws: not ws.objects("namespace"))
-    finally:
-        watchset.stop()
+    left = wait_until_gone(client, options.namespace, started + options.timeout, clock)
     result = {"changed": True, "removed": ["Namespace/" + options.namespace], "left": [], "waited_seconds": round(clock() - started, 3)}
-    if not gone:
-        phase = ((watchset.objects("namespace") or [{}])[0].get("status") or {}).get("phase")
+    if left is not None:
+        phase = (left.get("status") or {}).get("phase")
         result.update(removed=[], left=["Namespace/{0} ({1})".format(options.namespace, phase or "still there")])
         raise NamespaceNotGone(
             "namespace {0} still exists ({1}) after {2}s".format(options.namespace, phase or "not deleted", options.timeout),

@@ -63,10 +63,12 @@ class ControllerManager:
         self.after(self.cluster.clock.real_seconds(simulated_seconds), action)
 
     def idle(self) -> bool:
-        """True when no event is queued and no timer is due."""
+        """True when no event is queued or being handled and no timer is due. Counts unfinished events rather than
+        a queue that is empty as soon as the thread took the last one out, before it handled it (under load the
+        thread can wait long between the two)."""
         with self._timer_lock:
             due = bool(self._timers) and self._timers[0][0] <= time.monotonic()
-        return self._events.empty() and not due and not self._busy.is_set()
+        return self._events.unfinished_tasks == 0 and not due and not self._busy.is_set()
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -86,8 +88,9 @@ class ControllerManager:
                 wait = self._timers[0][0] - time.monotonic() if self._timers else 0.5
             try:
                 event = self._events.get(timeout=max(min(wait, 0.5), 0))
+                taken = True
             except queue.Empty:
-                event = _WAKE
+                event, taken = _WAKE, False
             if event is None:
                 return
             self._busy.set()
@@ -99,6 +102,8 @@ class ControllerManager:
                 self._run_due_timers()
             finally:
                 self._busy.clear()
+                if taken:
+                    self._events.task_done()
 
     def _run_due_timers(self) -> None:
         while True:

@@ -16,16 +16,29 @@ from kubesim.simulator import Simulator
 
 
 @contextmanager
-def started(scenario: str, workdir: Path | None = None) -> Iterator[Simulator]:
-    """The Simulator of `scenario`, started; with `workdir`, a kubeconfig for it there (`kubeconfig_path`)."""
+def started(scenario: str, workdir: Path | None = None, settle: bool = False) -> Iterator[Simulator]:
+    """The Simulator of `scenario`, started; with `workdir`, a kubeconfig for it there (`kubeconfig_path`); with
+    `settle`, once its controllers have done their start-up writes (the kubelet's Pod status) and have nothing queued."""
     simulator = Simulator(scenario).start()
     try:
+        if settle:
+            assert all(manager.wait_idle() for manager in simulator.managers.values())
         if workdir is not None:
             simulator.kubeconfig_path = str(workdir / "kubeconfig")
             simulator.write_kubeconfig(simulator.kubeconfig_path)
         yield simulator
     finally:
         simulator.stop()
+
+
+def stored_since(sim, resource: str, start: int, cluster: str = "workload") -> list[tuple[str, dict]]:
+    """(event type, object) of each write of `resource` (a store key: `configmaps`, `deployments.apps`) stored after
+    resourceVersion `start`, as a watch from `start` replays them: what a dry run must not add to. Unlike the
+    cluster's resourceVersion, writes of other resources (a controller's) do not count."""
+    store = sim.clusters[cluster].store
+    watcher = store.watch(resource, None, lambda _obj: True, since_rv=start)
+    store.stop_watch(watcher)   # ends the replay with None
+    return [(event.type, event.obj) for event in iter(watcher.events.get_nowait, None)]
 
 
 def call(sim, method: str, path: str, body: Any = None, content_type: str = "application/json", *,

@@ -38,7 +38,7 @@ class Sim:
             base.append(objects.hyperconverged(eviction_strategy=strategy, live_migration=live_migration))
         populate(self.cluster, {"namespaces": ["kubevirt", NS], "objects": base})
         self.manager.start()
-        assert self.manager.wait_idle(10)
+        assert self.manager.wait_idle(30)
         for obj in extra_objects:
             self.create(obj)
         self.settle()
@@ -81,31 +81,28 @@ class Sim:
         return [(e["reason"], e["message"]) for e in self.list("events", namespace)
                 if e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name]
 
+    def wait_event(self, kind: str, name: str, reason: str, message: str, namespace: str = NS) -> None:
+        """Wait for the event (reason, message) of an object: a controller records it after the write it tells of, so
+        a test that saw the write may still be ahead of the event."""
+        self.wait(lambda: (reason, message) in self.events(kind, name, namespace), what=f"event {reason} of {kind} {name}")
+
     def migrations(self, vmi_name: str, namespace: str = NS) -> list[dict]:
         return [m for m in self.list(VMIM, namespace) if m["spec"]["vmiName"] == vmi_name]
 
     # ------------------------------------------------------------------------------------------ time
-    def settle(self, timeout: float = 10) -> None:
+    def settle(self, timeout: float = 30) -> None:
         assert self.manager.wait_idle(timeout)
 
-    def wait(self, predicate, timeout: float = 10, what: str = "condition"):
+    def wait(self, predicate, timeout: float = 30, *, what: str):
+        """support.waiting.wait_for with the predicate under the cluster's lock (a consistent view of the store)."""
         def locked():
             with self.cluster.lock:
                 return predicate()
         return wait_for(locked, timeout, 0.01, what)
 
-    def wait_for(self, fetch, check, timeout: float = 10, what: str = "condition"):
+    def wait_for(self, fetch, check, timeout: float = 30, *, what: str):
         """Wait until check(fetch()) is true; return what fetch() returned then."""
-        found = []
-
-        def ready():
-            value = fetch()
-            if value and check(value):
-                found.append(value)
-                return True
-            return False
-        self.wait(ready, timeout, what)
-        return found[-1]
+        return self.wait(lambda: (value := fetch()) and check(value) and value, timeout, what=what)
 
     def wait_running(self, vmi_name: str, namespace: str = NS) -> dict:
         return self.wait_for(lambda: self.get(VMI, vmi_name, namespace),

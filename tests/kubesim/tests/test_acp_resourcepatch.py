@@ -13,7 +13,7 @@ from kubesim.clock import Clock
 from kubesim.controllers import ControllerManager, garbage_collector, namespace
 
 import in_process
-from support import waiting
+from support.waiting import wait_for
 
 USED = [subresources.register, garbage_collector.register, namespace.register, chart.register, resourcepatch.register]
 WARNING = re.compile(r"^The operation is allowed, and ResourcePatch (rp-[a-z0-9]{5}) is created$")
@@ -46,10 +46,6 @@ def patches(cluster):
     return [e.obj for e in cluster.store.entries(RP)]
 
 
-def wait_for(predicate, timeout=5.0):
-    return waiting.wait_for(predicate, timeout, interval=0.02)  # in-process: poll often
-
-
 def resyncs(seconds=0.5):
     """Let several resync periods pass (0.2 s of real time each at least)."""
     time.sleep(seconds)
@@ -75,7 +71,7 @@ def test_user_edit_warns_creates_a_resourcepatch_and_survives_resync(plugin):
     assert manager.wait_idle()
     assert policy(cluster) == BOUNDED
     cluster.delete(rt(cluster, RP), "descheduler", name)
-    wait_for(lambda: policy(cluster) == original, timeout=2)
+    wait_for(lambda: policy(cluster) == original, interval=0.02, what="the chart's policy back once its ResourcePatch is deleted")
 
 
 def test_edit_without_resourcepatch_is_reconciled_away(plugin):
@@ -83,7 +79,7 @@ def test_edit_without_resourcepatch_is_reconciled_away(plugin):
     original = policy(cluster)
     assert edit_policy(cluster, BOUNDED, user="system:serviceaccount:cpaas-system:sentry") == []
     assert not patches(cluster)
-    wait_for(lambda: policy(cluster) == original, timeout=2)
+    wait_for(lambda: policy(cluster) == original, interval=0.02, what="the unrecorded edit reconciled away")
 
 
 def test_controllers_and_anonymous_kubectl_edits_are_recorded_too(plugin):
@@ -121,14 +117,14 @@ def test_patches_apply_in_creation_order_and_each_stands_alone(plugin):
     resyncs()
     assert policy(cluster).endswith("maxNoOfPodsToEvictPerNode: 1\n")
     cluster.delete(rt(cluster, RP), "descheduler", third)
-    wait_for(lambda: policy(cluster) == BOUNDED, timeout=2)
+    wait_for(lambda: policy(cluster) == BOUNDED, interval=0.02, what="the first patch's policy alone once the third is deleted")
     cluster.delete(rt(cluster, RP), "descheduler", first)
-    wait_for(lambda: "PodsWithPVC" in policy(cluster), timeout=2)
+    wait_for(lambda: "PodsWithPVC" in policy(cluster), interval=0.02, what="the chart's policy back once the first patch is deleted")
     assert manager.wait_idle()
     assert cluster.get(rt(cluster, "cronjobs.batch"), "descheduler", "descheduler")["spec"]["suspend"] is True
     cluster.delete(rt(cluster, RP), "descheduler", second)
     wait_for(lambda: cluster.get(rt(cluster, "cronjobs.batch"), "descheduler", "descheduler")["spec"]["suspend"]
-             is False, timeout=2)
+             is False, 2, 0.02, "the CronJob unsuspended once its patch is deleted")
 
 
 def test_status_writes_and_unmanaged_objects_are_not_recorded(plugin):

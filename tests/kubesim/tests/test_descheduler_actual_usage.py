@@ -404,9 +404,9 @@ def test_a_long_running_process_collects_every_five_simulated_seconds():
         def cpu_of_a() -> int | None:
             process = next(iter(program.processes.values()), None)
             return process.providers.collector.all_nodes_usage().get("a", {}).get("cpu") if process else None
-        wait_for(lambda: cpu_of_a() == 6000, 5, 0.005, "the first collection")
+        wait_for(lambda: cpu_of_a() == 6000, interval=0.005, what="the first collection")
         cluster.metrics.set_vm_load("apps/hot", {"cpu": "1"})
-        wait_for(lambda: (cpu_of_a() or 6000) < 1100, 5, 0.005, "the smoothed value near the new load")
+        wait_for(lambda: (cpu_of_a() or 6000) < 1100, interval=0.005, what="the smoothed value near the new load")
         assert cpu_of_a() >= 1000      # smoothing approaches the new value from above
     finally:
         manager.stop()

@@ -8,6 +8,7 @@ import pytest
 from kubesim.components import COMPONENTS
 from kubesim.controllers import ControllerManager
 from descheduler_cluster import add, lnu_policy, make_cluster, node, pod
+from support.waiting import wait_for
 
 ARGS = ["--policy-config-file=/policy-dir/policy.yaml", "--feature-gates=EvictionsInBackground=true", "--v=3"]
 
@@ -44,15 +45,13 @@ def descheduler_pod(cluster, name: str, args=None, restart: str = "Never") -> di
                  "volumes": [{"name": "policy-volume", "configMap": {"name": "descheduler"}}]}})
 
 
-def wait_phase(cluster, name: str, timeout: float = 5.0) -> dict:
+def wait_phase(cluster, name: str) -> dict:
     pods = cluster.registry.by_key("pods")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def finished():
         current = cluster.get(pods, "descheduler", name)
-        if (current.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            return current
-        time.sleep(0.02)
-    raise AssertionError(f"pod {name} did not finish: {current.get('status')}")
+        return current if (current.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+    return wait_for(finished, interval=0.02, what=f"pod {name} Succeeded or Failed")
 
 
 def test_a_job_pod_runs_one_cycle_and_succeeds(running):
@@ -106,14 +105,9 @@ def test_a_deployment_pod_runs_a_cycle_every_interval_while_it_lives(running):
     cluster, _manager = running
     policy_configmap(cluster, lnu_policy("{cpu: 5, memory: 5, pods: 1}"))
     descheduler_pod(cluster, "descheduler-7d9f-x", args=ARGS + ["--descheduling-interval=60s"], restart="Always")
-    deadline = time.monotonic() + 5
-    log = []
-    while time.monotonic() < deadline:
-        log = cluster.read_log("descheduler", "descheduler-7d9f-x", "descheduler")
-        if sum('"Number of evictions/requests"' in line for line in log) >= 3:
-            break
-        time.sleep(0.02)
-    assert sum('"Number of evictions/requests"' in line for line in log) >= 3
+    wait_for(lambda: sum('"Number of evictions/requests"' in line
+                         for line in cluster.read_log("descheduler", "descheduler-7d9f-x", "descheduler")) >= 3,
+             interval=0.02, what="three cycles of the Deployment Pod")
     pods = cluster.registry.by_key("pods")
     assert cluster.get(pods, "descheduler", "descheduler-7d9f-x")["status"]["phase"] == "Running"
     cluster.delete(pods, "descheduler", "descheduler-7d9f-x", {"gracePeriodSeconds": 0})
@@ -128,20 +122,18 @@ def test_a_deployment_container_with_a_bad_policy_restarts_and_rereads_the_confi
     policy_configmap(cluster, lnu_policy(thresholds="{cpu: 90}", targets="{cpu: 50}"))
     descheduler_pod(cluster, "descheduler-crash", args=ARGS + ["--descheduling-interval=5m"], restart="Always")
     pods, configmaps = cluster.registry.by_key("pods"), cluster.registry.by_key("configmaps")
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+
+    def restarted():
         status = (cluster.get(pods, "descheduler", "descheduler-crash")["status"].get("containerStatuses") or [{}])[0]
-        if status.get("restartCount", 0) >= 1:
-            break
-        time.sleep(0.01)
+        return status if status.get("restartCount", 0) >= 1 else None
+    status = wait_for(restarted, interval=0.01, what="a restart of the container after its policy error")
     assert status["restartCount"] >= 1 and status["lastState"]["terminated"]["exitCode"] == 1
     cluster.patch(configmaps, "descheduler", "descheduler", "merge", {"data": {"policy.yaml": lnu_policy()}})
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+
+    def log_with_a_cycle():
         log = cluster.read_log("descheduler", "descheduler-crash", "descheduler")
-        if any('"Number of evictions/requests"' in line for line in log):
-            break
-        time.sleep(0.01)
+        return log if any('"Number of evictions/requests"' in line for line in log) else None
+    log = wait_for(log_with_a_cycle, interval=0.01, what="a cycle with the fixed policy")
     assert any("thresholds' cpu percentage is greater than targetThresholds'" in line for line in log)
     assert any('"Number of evictions/requests" totalEvicted=1' in line for line in log)
     assert cluster.get(pods, "descheduler", "descheduler-crash")["status"]["phase"] == "Running"
@@ -150,16 +142,6 @@ def test_a_deployment_container_with_a_bad_policy_restarts_and_rereads_the_confi
 def _criteria(log: list) -> list:
     return [line.split('"Criteria for a node under utilization" ', 1)[1] for line in log
             if '"Criteria for a node under utilization"' in line]
-
-
-def _wait(what: str, check, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"no {what} within {timeout}s")
 
 
 def test_a_deployment_keeps_the_policy_it_started_with_until_its_pod_is_replaced(running):
@@ -182,20 +164,22 @@ def test_a_deployment_keeps_the_policy_it_started_with_until_its_pod_is_replaced
         return [p for p in (entry.obj for entry in cluster.list(pods, "descheduler").items)
                 if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
 
-    [first] = _wait("running descheduler Pod", running_pods)
+    [first] = wait_for(running_pods, interval=0.02, what="a running descheduler Pod")
     name = first["metadata"]["name"]
-    _wait("two cycles", lambda: len(_criteria(cluster.read_log("descheduler", name, "descheduler"))) >= 2)
+    wait_for(lambda: len(_criteria(cluster.read_log("descheduler", name, "descheduler"))) >= 2, interval=0.02, what="two cycles")
     old = _criteria(cluster.read_log("descheduler", name, "descheduler"))[0]
     cluster.patch(configmaps, "descheduler", "descheduler", "merge", {"data": {"policy.yaml": lnu_policy("{cpu: 7, memory: 7, pods: 2}")}})
     seen = len(_criteria(cluster.read_log("descheduler", name, "descheduler")))
-    _wait("three cycles after the change", lambda: len(_criteria(cluster.read_log("descheduler", name, "descheduler"))) >= seen + 3)
+    wait_for(lambda: len(_criteria(cluster.read_log("descheduler", name, "descheduler"))) >= seen + 3, interval=0.02,
+             what="three cycles after the change")
     # the running process still classifies with the policy it read at start
     assert set(_criteria(cluster.read_log("descheduler", name, "descheduler"))) == {old}
     # the ReplicaSet replaces the deleted Pod at once (the old one takes its grace period); the new process reads the change
     cluster.delete(pods, "descheduler", name, {"gracePeriodSeconds": 30})
-    [second] = _wait("replacement Pod", lambda: [p for p in running_pods() if p["metadata"]["name"] != name])
+    [second] = wait_for(lambda: [p for p in running_pods() if p["metadata"]["name"] != name], interval=0.02, what="a replacement Pod")
     assert second["metadata"]["uid"] != first["metadata"]["uid"]
     assert any(c.get("type") == "Ready" and c.get("status") == "True" for c in second["status"]["conditions"])
-    new = _wait("a cycle of the new Pod", lambda: _criteria(cluster.read_log("descheduler", second["metadata"]["name"], "descheduler")))
+    new = wait_for(lambda: _criteria(cluster.read_log("descheduler", second["metadata"]["name"], "descheduler")), interval=0.02,
+                   what="a cycle of the new Pod")
     assert old != new[0] and "7" in new[0] and "7" not in old, (old, new[0])
-    _wait("the old Pod gone", lambda: cluster.find(pods, "descheduler", name) is None)
+    wait_for(lambda: cluster.find(pods, "descheduler", name) is None, interval=0.02, what="the old Pod gone")

@@ -12,7 +12,7 @@ from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
 from kubesim.scenario import populate
 
 import in_process
-from support import waiting
+from support.waiting import wait_for
 
 USED = [subresources.register, garbage_collector.register, namespace.register, kubelet.register, disruption.register]
 SCALE_ERROR = ("Failed to calculate the number of expected pods: virtualmachineinstances.kubevirt.io does not "
@@ -61,10 +61,6 @@ def condition(status):
 def evict(cluster, pod, dry_run=False):
     return subresources.evict(cluster, "vms", pod, {"apiVersion": "policy/v1", "kind": "Eviction",
                                                     "metadata": {"name": pod}}, RequestContext(dry_run=dry_run))
-
-
-def wait_for(predicate, timeout=5.0):
-    return waiting.wait_for(predicate, timeout, interval=0.02)  # in-process: poll often
 
 
 def pool(cluster, count=3):
@@ -141,7 +137,8 @@ def test_eviction_decrements_the_budget_then_refuses(running):
     assert err.value.code == 429
     assert err.value.details["causes"][0]["message"] == ("The disruption budget vmpool-pdb needs 2 healthy pods and "
                                                          "has 2 currently")
-    wait_for(lambda: cluster.find(rt(cluster, "pods"), "vms", "virt-launcher-pool-vm-0-abcde") is None)
+    wait_for(lambda: cluster.find(rt(cluster, "pods"), "vms", "virt-launcher-pool-vm-0-abcde") is None, interval=0.02,
+             what="the evicted launcher virt-launcher-pool-vm-0-abcde gone")
     assert manager.wait_idle()
     status = status_of(cluster, "vmpool-pdb")
     assert (status["currentHealthy"], status["expectedPods"], status["disruptionsAllowed"]) == (2, 2, 0)

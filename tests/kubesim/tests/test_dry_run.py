@@ -272,6 +272,7 @@ def test_dry_run_namespace_delete_answers_terminating_and_empties_nothing(runnin
     cluster, manager = running
     nss, cms = rt(cluster, "namespaces"), rt(cluster, "configmaps")
     cluster.create(cms, "ops", cm("kept"))
+    assert manager.wait_idle()
     unchanged = Unchanged(cluster, "namespaces")
     answer = cluster.delete(nss, None, "ops", {}, dry())
     assert answer["status"]["phase"] == "Terminating" and answer["metadata"]["deletionTimestamp"]

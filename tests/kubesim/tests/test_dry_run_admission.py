@@ -93,6 +93,7 @@ def test_kubevirt_real_eviction_still_marks_after_dry_runs(sim):
     vmi = sim.get(VMI, "lm")
     assert vmi["status"]["evacuationNodeName"] == launcher["spec"]["nodeName"]
     assert vmi["metadata"]["annotations"]["kubevirt.io/eviction-source"] == "descheduler"
+    sim.settle()     # the migration the real eviction started has written the VMI: the dry run alone is left
     rv = sim.get(VMI, "lm")["metadata"]["resourceVersion"]
     again = dry_evict(sim, launcher["metadata"]["name"], "deleteOptions")
     assert again.message == PREFIX + 'Evacuation in progress: Eviction triggered evacuation of VMI "vms/lm"'

@@ -8,12 +8,12 @@ import urllib.request
 
 import pytest
 
-from https_client import call, started
+from https_client import call, started, stored_since
 
 
 @pytest.fixture(scope="module")
 def sim():
-    with started("api-basics") as simulator:
+    with started("api-basics", settle=True) as simulator:   # the kubelet's start-up Pod writes done
         yield simulator
 
 
@@ -32,10 +32,10 @@ def test_create_update_patch_with_dry_run_store_nothing(sim):
     start = rv(sim)
     code, answer = call(sim, "POST", CMS + "?dryRun=All", cm("http-dry", k="v"))
     assert code == 201 and answer["metadata"]["uid"] and "resourceVersion" not in answer["metadata"]
-    assert call(sim, "GET", CMS + "/http-dry")[0] == 404 and rv(sim) == start
+    assert call(sim, "GET", CMS + "/http-dry")[0] == 404 and stored_since(sim, "configmaps", start) == []
     code, applied = call(sim, "PATCH", CMS + "/http-dry?dryRun=All&fieldManager=me", cm("http-dry", k="v"),
                          "application/apply-patch+yaml")
-    assert code == 201 and call(sim, "GET", CMS + "/http-dry")[0] == 404 and rv(sim) == start
+    assert code == 201 and call(sim, "GET", CMS + "/http-dry")[0] == 404 and stored_since(sim, "configmaps", start) == []
     code, real = call(sim, "POST", CMS, cm("http-dry", k="v"))
     assert code == 201
     start = rv(sim)
@@ -47,7 +47,9 @@ def test_create_update_patch_with_dry_run_store_nothing(sim):
                                 ("application/json-patch+json", [{"op": "replace", "path": "/data/k", "value": "j"}])):
         code, patched = call(sim, "PATCH", CMS + "/http-dry?dryRun=All", patch, content_type)
         assert code == 200 and patched["data"]["k"] in ("m", "s", "j")
-    assert call(sim, "GET", CMS + "/http-dry")[1]["data"] == {"k": "v"} and rv(sim) == start
+    stored = call(sim, "GET", CMS + "/http-dry")[1]
+    assert stored["data"] == {"k": "v"} and stored["metadata"]["resourceVersion"] == real["metadata"]["resourceVersion"]
+    assert stored_since(sim, "configmaps", start) == []
 
 
 def test_an_unknown_dry_run_value_is_invalid(sim):
@@ -69,7 +71,7 @@ def test_delete_options_come_from_the_body_else_from_the_query(sim):
                                                           "dryRun": ["All"], "propagationPolicy": "Background"})
     assert code == 200 and answer["metadata"]["name"] == "del-dry"
     assert call(sim, "DELETE", CMS + "/del-dry?dryRun=All")[0] == 200          # no body: the query counts
-    assert call(sim, "GET", CMS + "/del-dry")[0] == 200 and rv(sim) == start
+    assert call(sim, "GET", CMS + "/del-dry")[0] == 200 and stored_since(sim, "configmaps", start) == []
     # A body without dryRun wins over ?dryRun=All: the apiserver reads DeleteOptions from the body only.
     assert call(sim, "DELETE", CMS + "/del-dry?dryRun=All", {"propagationPolicy": "Background"})[0] == 200
     assert call(sim, "GET", CMS + "/del-dry")[0] == 404
@@ -82,12 +84,13 @@ def test_deletecollection_with_dry_run(sim):
     code, answer = call(sim, "DELETE", CMS + "?labelSelector=set%3Dcol&dryRun=All")
     assert code == 200 and [i["metadata"]["name"] for i in answer["items"]] == ["col-1", "col-2"]
     code, _answer = call(sim, "DELETE", CMS + "?labelSelector=set%3Dcol", {"dryRun": ["All"]})
-    assert code == 200 and rv(sim) == start
+    assert code == 200 and stored_since(sim, "configmaps", start) == []
     assert len(call(sim, "GET", CMS + "?labelSelector=set%3Dcol")[1]["items"]) == 2
 
 
 def test_eviction_with_dry_run_in_its_delete_options_like_kubectl_drain(sim):
     start = rv(sim)
+    before = call(sim, "GET", "/api/v1/namespaces/default/pods/web-1")[1]
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-1", "namespace": "default"},
             "deleteOptions": {"dryRun": ["All"]}}
     code, answer = call(sim, "POST", "/api/v1/namespaces/default/pods/web-1/eviction", body)
@@ -96,7 +99,7 @@ def test_eviction_with_dry_run_in_its_delete_options_like_kubectl_drain(sim):
                         {**body, "deleteOptions": {}})
     assert code == 201
     pod = call(sim, "GET", "/api/v1/namespaces/default/pods/web-1")[1]
-    assert "deletionTimestamp" not in pod["metadata"] and rv(sim) == start
+    assert "deletionTimestamp" not in pod["metadata"] and pod == before and stored_since(sim, "pods", start) == []
 
 
 def test_bad_configmaps_are_422_over_http_with_and_without_dry_run(sim):

@@ -10,7 +10,7 @@ from kubesim.controllers import (deployments, garbage_collector, kubelet, namesp
                                  serviceaccounts)
 
 import in_process
-from support import waiting
+from support.waiting import wait_for
 
 USED = [garbage_collector.register, namespace.register, serviceaccounts.register, scheduler.register,
         kubelet.register, deployments.register, replicasets.register]
@@ -40,10 +40,6 @@ def rt(cluster, key):
     return cluster.registry.by_key(key)
 
 
-def wait_for(predicate, what, timeout=5):
-    return waiting.wait_for(predicate, timeout, 0.01, what)
-
-
 def running_pod(cluster, name, node_name, **spec):
     cluster.create(rt(cluster, "pods"), "apps", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                                                  "spec": {"nodeName": node_name, **spec,
@@ -52,7 +48,7 @@ def running_pod(cluster, name, node_name, **spec):
     def running():
         pod = cluster.find(rt(cluster, "pods"), "apps", name)
         return pod if pod and pod["status"].get("phase") == "Running" else None
-    return wait_for(running, f"{name} running")
+    return wait_for(running, interval=0.01, what=f"{name} running")
 
 
 # ----------------------------------------------------------------------------------------- hostIP
@@ -95,7 +91,7 @@ def test_a_pod_goes_after_its_termination_grace_period_in_simulated_time(started
     assert deleting["metadata"]["deletionGracePeriodSeconds"] == 30
     assert 28 <= seconds_from_now(deleting["metadata"]["deletionTimestamp"]) <= 31   # wall clock: now + 30 s
     assert cluster.find(rt(cluster, "pods"), "apps", "p") is not None
-    wait_for(lambda: cluster.find(rt(cluster, "pods"), "apps", "p") is None, "p removed by its kubelet")
+    wait_for(lambda: cluster.find(rt(cluster, "pods"), "apps", "p") is None, interval=0.01, what="p removed by its kubelet")
     assert time.monotonic() - began >= 0.29
 
 
@@ -104,7 +100,9 @@ def test_the_delete_option_overrides_the_spec_and_a_negative_grace_period_means_
     running_pod(cluster, "p", "v4", terminationGracePeriodSeconds=600)
     assert cluster.delete(rt(cluster, "pods"), "apps", "p", {"gracePeriodSeconds": -5})["metadata"][
         "deletionGracePeriodSeconds"] == 1
-    wait_for(lambda: cluster.find(rt(cluster, "pods"), "apps", "p") is None, "p gone after 1 s", timeout=1)
+    # gone long before the spec's 600 s: the kubelet honours the 1 s (at any machine speed, 1 s is a hundredth of that)
+    wait_for(lambda: cluster.find(rt(cluster, "pods"), "apps", "p") is None, cluster.clock.real_seconds(600) / 2, 0.01,
+             "p gone after 1 s")
 
 
 def test_a_shorter_grace_period_moves_the_deadline_and_the_kubelet_honours_it(started):
@@ -114,7 +112,9 @@ def test_a_shorter_grace_period_moves_the_deadline_and_the_kubelet_honours_it(st
     second = cluster.delete(rt(cluster, "pods"), "apps", "p", {"gracePeriodSeconds": 10})
     assert second["metadata"]["deletionGracePeriodSeconds"] == 10
     assert parse(first["metadata"]["deletionTimestamp"]) - parse(second["metadata"]["deletionTimestamp"]) == 2990
-    wait_for(lambda: cluster.find(rt(cluster, "pods"), "apps", "p") is None, "p gone after 10 s", timeout=2)
+    # gone long before the first deadline (3000 s): the kubelet honours the shorter one
+    wait_for(lambda: cluster.find(rt(cluster, "pods"), "apps", "p") is None, cluster.clock.real_seconds(3000) / 2, 0.01,
+             "p gone after 10 s")
 
 
 # ------------------------------------------------------------------------------ paused Deployment
@@ -136,7 +136,7 @@ PAUSED = {"type": "Progressing", "status": "Unknown", "reason": "DeploymentPause
 def test_a_paused_deployment_reports_deployment_paused_and_rolls_nothing_out(started):
     cluster, manager = started
     cluster.create(rt(cluster, "deployments.apps"), "apps", deployment(paused=True))
-    wait_for(lambda: conditions(cluster) and conditions(cluster)[0] == PAUSED, "DeploymentPaused")
+    wait_for(lambda: conditions(cluster) and conditions(cluster)[0] == PAUSED, interval=0.01, what="the DeploymentPaused condition")
     assert manager.wait_idle()
     assert conditions(cluster) == [PAUSED, {"type": "Available", "status": "False",
                                             "reason": "MinimumReplicasUnavailable",
@@ -150,13 +150,13 @@ def test_resuming_reports_deployment_resumed_then_the_rollout(started):
     cluster, _manager = started
     deployments_rt = rt(cluster, "deployments.apps")
     cluster.create(deployments_rt, "apps", deployment(paused=True))
-    wait_for(lambda: PAUSED in conditions(cluster), "DeploymentPaused")
+    wait_for(lambda: PAUSED in conditions(cluster), interval=0.01, what="the DeploymentPaused condition")
     seen = []
     cluster.add_listener(lambda e: seen.append(copy.deepcopy((e.obj.get("status") or {}).get("conditions")))
                          if e.key == "deployments.apps" else None)
     cluster.patch(deployments_rt, "apps", "web", "merge", {"spec": {"paused": False}})
     wait_for(lambda: {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}.items()
-             <= next((c for c in conditions(cluster) if c["type"] == "Progressing"), {}).items(), "rolled out")
+             <= next((c for c in conditions(cluster) if c["type"] == "Progressing"), {}).items(), 5, 0.01, "rolled out")
     progressing = [(c["status"], c["reason"], c["message"]) for conds in seen for c in conds or []
                    if c["type"] == "Progressing"]
     assert ("Unknown", "DeploymentResumed", "Deployment is resumed") in progressing
@@ -168,11 +168,11 @@ def test_a_paused_deployment_still_scales_its_replica_set_but_does_not_roll_a_ne
     cluster, manager = started
     deployments_rt = rt(cluster, "deployments.apps")
     cluster.create(deployments_rt, "apps", deployment(paused=False))
-    wait_for(lambda: len(list(cluster.store.entries("replicasets.apps", "apps"))) == 1, "first ReplicaSet")
+    wait_for(lambda: len(list(cluster.store.entries("replicasets.apps", "apps"))) == 1, interval=0.01, what="first ReplicaSet")
     cluster.patch(deployments_rt, "apps", "web", "merge", {"spec": {"paused": True, "replicas": 3, "template": {
         "spec": {"containers": [{"name": "nginx", "image": "nginx:1.28"}]}}}})
-    wait_for(lambda: [e.obj["spec"]["replicas"] for e in cluster.store.entries("replicasets.apps", "apps")] == [3],
-             "the one ReplicaSet scaled to 3")
+    wait_for(lambda: [e.obj["spec"]["replicas"] for e in cluster.store.entries("replicasets.apps", "apps")] == [3], interval=0.01,
+             what="the one ReplicaSet scaled to 3")
     assert manager.wait_idle()
     sets = [e.obj for e in cluster.store.entries("replicasets.apps", "apps")]
     assert len(sets) == 1 and sets[0]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"

@@ -52,7 +52,7 @@ def mark_both(sim) -> str:
     """Evict both launchers, `stuck` first: both VMIs marked, `stuck` migrating (and hanging), `waiting` queued in the
     evacuation controller behind it (no migration yet: the one running fills parallelMigrationsPerCluster)."""
     assert sim.evict(sim.launcher("stuck")["metadata"]["name"]).code == 429
-    running = sim.wait(lambda: [m for m in sim.migrations("stuck") if m["status"].get("phase") == "Running"],
+    running = sim.wait(lambda: [m for m in sim.migrations("stuck") if m.get("status", {}).get("phase") == "Running"],
                        what="stuck's migration Running")
     assert sim.evict(sim.launcher("waiting")["metadata"]["name"]).code == 429
     sim.settle()
@@ -92,7 +92,7 @@ def test_cancel_leaves_a_pending_migration_which_deleting_ends_for_good(sim):
     for name in ("stuck", "waiting"):
         assert sim.evict(sim.launcher(name)["metadata"]["name"]).code == 429
     pending = sim.wait(lambda: sim.migrations("waiting"), what="waiting's migration")[0]["metadata"]["name"]
-    sim.wait(lambda: any(m["status"].get("phase") == "Running" for m in sim.migrations("stuck")), what="stuck migrating")
+    sim.wait(lambda: any(m.get("status", {}).get("phase") == "Running" for m in sim.migrations("stuck")), what="stuck migrating")
     assert put(sim, f"{BASE}/virtualmachineinstances/waiting/{CANCEL}", {"evacuationNodeName": "worker-a"}) == (200, None)
     simulated_wait(sim, 10)
     assert [(m["metadata"]["name"], m["status"].get("phase")) for m in sim.migrations("waiting")] == [(pending, "Pending")]

@@ -20,6 +20,20 @@ def condition(obj, ctype):
     return next((c for c in obj["status"].get("conditions") or [] if c["type"] == ctype), None)
 
 
+def wait_noting_the_last_miss(sim, predicate, what):
+    """sim.wait, and the time of its last poll before `predicate` held: no later than the change it waited for, so a
+    duration measured from it is never shorter than the real one, however late the poll that saw the change came."""
+    last_miss = [time.monotonic()]
+
+    def noting():
+        polled_at = time.monotonic()
+        value = predicate()
+        if not value:
+            last_miss[0] = polled_at
+        return value
+    return sim.wait(noting, what=what), last_miss[0]
+
+
 def test_evacuation_migrates_with_the_same_uid_and_clears_markers():
     sim = Sim([objects.vm("mover", NS, labels={"app": "desched-test"}, preferred_node="worker-a",
                           annotations={"kubesim.io/migration": "slow"})])
@@ -44,7 +58,7 @@ def test_evacuation_migrates_with_the_same_uid_and_clears_markers():
         assert condition(vmi, "EvictionRequested")["status"] == "True"
         assert sim.get(VM, "mover")["status"]["printableStatus"] == "Migrating"
 
-        done = sim.wait(lambda: phase(sim.get(VMIM, name)) == "Succeeded" and sim.get(VMIM, name), timeout=10,
+        done = sim.wait(lambda: phase(sim.get(VMIM, name)) == "Succeeded" and sim.get(VMIM, name),
                         what="migration Succeeded")
         phases = [p["phase"] for p in done["status"]["phaseTransitionTimestamps"]]
         assert phases == ["Pending", "Scheduling", "Scheduled", "PreparingTarget", "TargetReady", "Running", "Succeeded"]
@@ -63,21 +77,23 @@ def test_evacuation_migrates_with_the_same_uid_and_clears_markers():
         assert after["status"]["migrationState"]["completed"] is True
         sim.wait(lambda: sim.get("pods", source["metadata"]["name"]) is None, what="old launcher gone")
         assert sim.launcher("mover")["spec"]["nodeName"] == state["targetNode"]
-        assert ("Migrated", f"The VirtualMachineInstance migrated to node {state['targetNode']}.") in \
-            sim.events("VirtualMachineInstance", "mover")
+        sim.wait_event("VirtualMachineInstance", "mover", "Migrated",
+                       f"The VirtualMachineInstance migrated to node {state['targetNode']}.")
         sim.wait(lambda: sim.get(VM, "mover")["status"]["printableStatus"] == "Running", what="VM Running")
     finally:
         sim.stop()
 
 
 def test_migration_takes_about_ten_simulated_seconds_for_512mi():
-    sim = Sim([objects.vm("timed", NS, preferred_node="worker-a")], time_scale=20)
+    # timeScale 5, not faster: the upper bound (30 simulated s) then leaves 4 real seconds for a loaded machine
+    sim = Sim([objects.vm("timed", NS, preferred_node="worker-a")], time_scale=5)
     try:
         sim.wait_running("timed")
         start = time.monotonic()
         sim.evict(sim.launcher("timed")["metadata"]["name"])
-        sim.wait(lambda: sim.migrations("timed") and phase(sim.migrations("timed")[0]) == "Succeeded", timeout=5)
-        simulated = (time.monotonic() - start) * 20
+        sim.wait(lambda: sim.migrations("timed") and phase(sim.migrations("timed")[0]) == "Succeeded",
+                 what="the migration of timed Succeeded")
+        simulated = (time.monotonic() - start) * sim.cluster.clock.time_scale
         assert 8 <= simulated <= 30, simulated
     finally:
         sim.stop()
@@ -114,8 +130,8 @@ def test_parallel_migration_limits():
         sim.wait(lambda: sim.get(VMIM, running[0]["metadata"]["name"]) is None, what="cancelled migration gone")
         sim.wait(lambda: sum(phase(m) == "Running" for m in sim.list(VMIM)) == 3, what="a pending one started")
         cancelled = running[0]["spec"]["vmiName"]
-        assert ("FailedMigration", "Migration failed due to being canceled") in \
-            sim.events("VirtualMachineInstanceMigration", running[0]["metadata"]["name"])
+        sim.wait_event("VirtualMachineInstanceMigration", running[0]["metadata"]["name"], "FailedMigration",
+                       "Migration failed due to being canceled")
         assert sim.get(VMI, cancelled)["status"]["migrationState"]["abortStatus"] == "Succeeded"
     finally:
         sim.stop()
@@ -134,8 +150,7 @@ def test_failing_migration_is_retried_with_a_doubling_backoff():
             finals = [m for m in migrations if phase(m) == "Failed"]
             return finals[index] if len(finals) > index else None
 
-        first = sim.wait(lambda: nth_final(0), timeout=5, what="first failure")
-        failed_at = time.monotonic()
+        first, failed_at = wait_noting_the_last_miss(sim, lambda: nth_final(0), "first failure")
         assert first["status"]["migrationState"]["failed"] is True
         assert first["status"]["migrationState"]["failureReason"] == FAILURE_REASON
         vmi = sim.get(VMI, "flaky")
@@ -143,16 +158,19 @@ def test_failing_migration_is_retried_with_a_doubling_backoff():
         assert vmi["status"]["migrationState"]["failed"] is True
         assert condition(vmi, "EvictionRequested")["status"] == "True"
         sim.wait(lambda: ("MigrationBackoff", "backoff migrating vmi vms/flaky") in
-                 sim.events("VirtualMachineInstance", "flaky"), timeout=2, what="backoff event")
-        retry = sim.wait(lambda: [m for m in sim.migrations("flaky") if phase(m) == "Pending"], timeout=2)[0]
+                 sim.events("VirtualMachineInstance", "flaky"), what="backoff event")
+        retry = sim.wait(lambda: [m for m in sim.migrations("flaky") if phase(m) == "Pending"],
+                         what="a Pending retry after the first failure")[0]
         assert IN_PROGRESS not in (sim.get("pods", source["metadata"]["name"])["metadata"].get("annotations") or {})
         assert len([p for p in sim.launchers("flaky") if p["status"]["phase"] == "Running"]) == 1   # target gone
-        sim.wait(lambda: phase(sim.get(VMIM, retry["metadata"]["name"])) not in ("Pending", None), timeout=5)
+        sim.wait(lambda: phase(sim.get(VMIM, retry["metadata"]["name"])) not in ("Pending", None),
+                 what="the first retry past its backoff")
         assert (time.monotonic() - failed_at) * 20 >= 16            # about 20 simulated seconds of backoff
-        sim.wait(lambda: nth_final(1), timeout=5, what="second failure")
-        second_at = time.monotonic()
-        third = sim.wait(lambda: [m for m in sim.migrations("flaky") if phase(m) == "Pending"], timeout=2)[0]
-        sim.wait(lambda: phase(sim.get(VMIM, third["metadata"]["name"])) not in ("Pending", None), timeout=6)
+        _second, second_at = wait_noting_the_last_miss(sim, lambda: nth_final(1), "second failure")
+        third = sim.wait(lambda: [m for m in sim.migrations("flaky") if phase(m) == "Pending"],
+                         what="a Pending retry after the second failure")[0]
+        sim.wait(lambda: phase(sim.get(VMIM, third["metadata"]["name"])) not in ("Pending", None),
+                 what="the second retry past its doubled backoff")
         assert (time.monotonic() - second_at) * 20 >= 34            # doubled: about 40 simulated seconds
     finally:
         sim.stop()
@@ -179,7 +197,8 @@ def test_unschedulable_target_fails_after_the_pending_timeout():
         assert sim.launcher("pinned")["spec"]["nodeName"] == "worker-a"
         sim.cordon("worker-b")
         sim.evict(sim.launcher("pinned")["metadata"]["name"])
-        migration = sim.wait(lambda: [m for m in sim.migrations("pinned") if phase(m) == "Scheduling"])[0]
+        migration = sim.wait(lambda: [m for m in sim.migrations("pinned") if phase(m) == "Scheduling"],
+                             what="the migration of pinned Scheduling")[0]
         name = migration["metadata"]["name"]
         sim.wait(lambda: ("migrationTargetPodUnschedulable",
                           "Migration target pod for VMI [vms/pinned] is currently unschedulable.")
@@ -189,9 +208,9 @@ def test_unschedulable_target_fails_after_the_pending_timeout():
         assert {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["worker-a"]} in \
             affinity["nodeSelectorTerms"][0]["matchExpressions"]
         assert phase(sim.get(VMIM, name)) == "Scheduling"
-        sim.wait(lambda: phase(sim.get(VMIM, name)) == "Failed", timeout=5, what="timeout failure")
-        assert ("FailedMigration", "Migration target pod was removed during active migration.") in \
-            sim.events("VirtualMachineInstanceMigration", name)
+        sim.wait(lambda: phase(sim.get(VMIM, name)) == "Failed", what="timeout failure")
+        sim.wait_event("VirtualMachineInstanceMigration", name, "FailedMigration",
+                       "Migration target pod was removed during active migration.")
         assert sim.get(VMI, "pinned")["status"]["nodeName"] == "worker-a"
     finally:
         sim.stop()

@@ -44,11 +44,12 @@ def test_vm_restarts_elsewhere_with_a_new_uid(sim):
         events = sim.events("VirtualMachine", name)
         assert ("SuccessfulDelete", f"Stopped the virtual machine by deleting the virtual machine instance "
                                     f"{old['metadata']['uid']}") in events
-        sim.wait(lambda n=name: sim.get(VM, n)["status"]["printableStatus"] == "Running")
+        sim.wait(lambda n=name: sim.get(VM, n)["status"]["printableStatus"] == "Running", what=f"VM {name} Running")
 
 
 def test_replica_set_replaces_an_evicted_vmi(sim):
-    sim.wait(lambda: sum(phase(v) == "Running" for v in sim.list(VMI, **{"kubevirt.io/vmReplicaSet": "replicas"})) == 2)
+    sim.wait(lambda: sum(phase(v) == "Running" for v in sim.list(VMI, **{"kubevirt.io/vmReplicaSet": "replicas"})) == 2,
+             what="two Running replicas")
     victim = sim.list(VMI, **{"kubevirt.io/vmReplicaSet": "replicas"})[0]
     assert victim["metadata"]["name"].startswith("replicas")
     assert sim.evict(sim.launcher(victim["metadata"]["name"])["metadata"]["name"]) is None
@@ -56,7 +57,8 @@ def test_replica_set_replaces_an_evicted_vmi(sim):
     running = sim.wait_for(lambda: [v for v in sim.list(VMI, **{"kubevirt.io/vmReplicaSet": "replicas"})
                                     if phase(v) == "Running"], lambda vs: len(vs) == 2, what="two replicas")
     assert victim["metadata"]["uid"] not in {v["metadata"]["uid"] for v in running}
-    replica_set = sim.wait_for(lambda: sim.get(VMIRS, "replicas"), lambda r: r["status"].get("readyReplicas") == 2)
+    replica_set = sim.wait_for(lambda: sim.get(VMIRS, "replicas"), lambda r: r["status"].get("readyReplicas") == 2,
+                               what="the replica set with two ready replicas")
     assert replica_set["status"]["replicas"] == 2
     assert replica_set["status"]["labelSelector"] == "kubevirt.io/vmReplicaSet=replicas"
 

@@ -62,7 +62,7 @@ def test_direct_edits_of_the_kubevirt_cr_are_reconciled_back(sim):
               namespace="kubevirt")
     sim.wait(lambda: kubevirt(sim)["spec"]["configuration"]["evictionStrategy"] == "None", what="reconciled")
     assert kubevirt(sim)["spec"]["configuration"]["migrations"]["parallelMigrationsPerCluster"] == 5
-    assert ("Overwritten", f"Overwritten KubeVirt {KV_NAME}") in sim.events("HyperConverged", HCO_NAME, "kubevirt")
+    sim.wait_event("HyperConverged", HCO_NAME, "Overwritten", f"Overwritten KubeVirt {KV_NAME}", "kubevirt")
     sim.delete(KUBEVIRT, KV_NAME, namespace="kubevirt")
     sim.wait(lambda: kubevirt(sim) is not None and kubevirt(sim)["status"].get("phase") == "Deployed",
              what="KubeVirt CR recreated")

@@ -97,7 +97,7 @@ def test_stopping_a_vm_deletes_its_vmi_and_launcher(sim):
     sim.wait_running("web")
     sim.patch(VM, "web", {"spec": {"runStrategy": "Halted"}})
     sim.wait(lambda: sim.get(VMI, "web") is None and not sim.launchers("web"), what="VMI and launcher gone")
-    sim.wait(lambda: sim.get(VM, "web")["status"]["printableStatus"] == "Stopped")
+    sim.wait(lambda: sim.get(VM, "web")["status"]["printableStatus"] == "Stopped", what="VM web Stopped")
     sim.patch(VM, "web", {"spec": {"runStrategy": "Always"}})
     sim.wait_running("web")
 

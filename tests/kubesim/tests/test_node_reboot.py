@@ -39,7 +39,7 @@ def test_a_rebooted_node_is_not_ready_at_once_and_ready_later_with_the_new_kubel
     condition = ready_condition(sim, "worker-a")
     assert (condition["status"], condition["reason"]) == ("False", "KubeletNotReady")
     assert condition["message"].startswith("[container runtime status check may not have completed yet")
-    wait_for(lambda: node_row(sim, "worker-a")[1] == "Ready", timeout=10, interval=0.1, what="worker-a Ready again")
+    wait_for(lambda: node_row(sim, "worker-a")[1] == "Ready", interval=0.1, what="worker-a Ready again")
     assert time.monotonic() - began >= 20 / 10 - 0.1          # 20 simulated seconds at timeScale 10
     assert node_row(sim, "worker-a")[4] == "v1.35.1"
     condition = ready_condition(sim, "worker-a")
@@ -53,7 +53,7 @@ def test_without_a_version_the_node_comes_back_with_the_one_it_had(sim):
     before = node_row(sim, "worker-b")[4]
     code, answer = call(sim, "POST", "/_kubesim/nodes/worker-b/reboot", {"seconds": 1})
     assert code == 202 and "kubeletVersion" not in answer
-    wait_for(lambda: node_row(sim, "worker-b")[1] == "Ready", timeout=10, interval=0.1, what="worker-b Ready again")
+    wait_for(lambda: node_row(sim, "worker-b")[1] == "Ready", interval=0.1, what="worker-b Ready again")
     assert node_row(sim, "worker-b")[4] == before
 
 

@@ -71,7 +71,7 @@ def answers(caller) -> bool:
 
 
 def back(caller) -> None:
-    wait_for(lambda: answers(caller), timeout=10, interval=0.05, what="the server back after its outage")
+    wait_for(lambda: answers(caller), interval=0.05, what="the server back after its outage")
 
 
 def outage(caller, **spec) -> dict:
@@ -174,7 +174,7 @@ def test_with_after_the_arming_request_is_answered_and_the_outage_begins_later(p
     assert call(plain, "PATCH", f"{CMS}/c", {"data": {"k": "2"}}, MERGE)[0] == 200
     report = call(plain, "GET", "/_kubesim/outage")[1]
     assert (report["active"], report["pending"], report["armed"], report["after"]) == (False, True, True, 0.5)
-    wait_for(lambda: refused(plain), timeout=5, interval=0.05, what="the outage 0.5 s after the patch")
+    wait_for(lambda: refused(plain), interval=0.05, what="the outage 0.5 s after the patch")
     back(plain)
     assert call(plain, "GET", f"{CMS}/c")[1]["data"] == {"k": "2"}
 

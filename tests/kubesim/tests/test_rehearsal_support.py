@@ -104,7 +104,7 @@ def migration_phase(sim, name: str) -> str:
 
 
 def final_migration(sim, name: str) -> dict:
-    wait_for(lambda: migration_phase(sim, name) in ("Succeeded", "Failed"), 20, 0.05, f"migration {name} final")
+    wait_for(lambda: migration_phase(sim, name) in ("Succeeded", "Failed"), interval=0.05, what=f"migration {name} final")
     return get(sim, f"{KV}/namespaces/{NS}/virtualmachineinstancemigrations/{name}")
 
 
@@ -237,7 +237,7 @@ def test_an_rwx_claim_is_provisioned_and_bound_and_its_vm_live_migrates(rehearsa
     # Delete reclaim policy: the provisioner removes the volume with its claim
     kubectl(rehearsal, "-n", NS, "delete", "vm", "t1")
     kubectl(rehearsal, "-n", NS, "delete", "pvc", "t1-disk")
-    wait_for(lambda: get(rehearsal, f"/api/v1/persistentvolumes/pvc-{uid}") is None, 10, 0.05, "volume deleted")
+    wait_for(lambda: get(rehearsal, f"/api/v1/persistentvolumes/pvc-{uid}") is None, interval=0.05, what="volume deleted")
 
 
 def test_an_rwo_claim_makes_its_vm_not_live_migratable(rehearsal):
@@ -258,7 +258,8 @@ def test_claims_that_cannot_bind_yet_say_why(rehearsal):
                      "provisioner": "nfs.csi.k8s.io", "reclaimPolicy": "Retain", "volumeBindingMode": "Immediate"}
     apply(rehearsal, rehearsal_namespace(), claim("missing", storage_class="no-such-class"),
           claim("local", modes=("ReadWriteOnce",), storage_class="local-path"))
-    wait_for(lambda: events_of(rehearsal, "PersistentVolumeClaim", "missing"), 10, 0.05, "missing-class event")
+    wait_for(lambda: all(events_of(rehearsal, "PersistentVolumeClaim", name) for name in ("missing", "local")), interval=0.05,
+             what="the events of both claims")
     assert events_of(rehearsal, "PersistentVolumeClaim", "missing") == [
         ("Warning", "ProvisioningFailed", 'storageclass.storage.k8s.io "no-such-class" not found')]
     assert events_of(rehearsal, "PersistentVolumeClaim", "local") == [
@@ -299,7 +300,7 @@ def test_deleting_the_namespace_empties_it_ends_a_running_migration_and_removes_
     add_fault(rehearsal, component="virt-handler", verb="migrate", resource="virtualmachineinstances", namespace=NS,
               name="t1", migration="hang", count=1)
     migrate(rehearsal, "t1", "stuck")
-    wait_for(lambda: migration_phase(rehearsal, "stuck") == "Running", 10, 0.05, "migration Running")
+    wait_for(lambda: migration_phase(rehearsal, "stuck") == "Running", interval=0.05, what="migration Running")
     stream = Stream(rehearsal.server, f"{KV}/namespaces/{NS}/virtualmachineinstancemigrations?watch=true"
                                       "&timeoutSeconds=30", context=rehearsal.client_context())
 
@@ -308,11 +309,11 @@ def test_deleting_the_namespace_empties_it_ends_a_running_migration_and_removes_
     remaining = wait_for(lambda: condition(get(rehearsal, f"/api/v1/namespaces/{NS}") or {},
                                            "NamespaceContentRemaining").get("status") == "True"
                          and condition(get(rehearsal, f"/api/v1/namespaces/{NS}"), "NamespaceContentRemaining"),
-                         10, 0.02, "NamespaceContentRemaining")
+                         interval=0.02, what="NamespaceContentRemaining")
     assert remaining["reason"] == "SomeResourcesRemain"
     assert re.fullmatch(r"Some resources are remaining: (\S+ has \d+ resource instances(, )?)+", remaining["message"])
     assert "pods. has " in remaining["message"]
-    wait_for(lambda: get(rehearsal, f"/api/v1/namespaces/{NS}") is None, 15, 0.05, "namespace gone")
+    wait_for(lambda: get(rehearsal, f"/api/v1/namespaces/{NS}") is None, interval=0.05, what="namespace gone")
     simulated = (time.monotonic() - started_at) * rehearsal.clock.time_scale
     assert simulated < 120, f"{simulated:.0f} simulated s: more than the launchers' 45 s grace period allows"
 
@@ -339,7 +340,7 @@ def test_a_finalizer_left_in_the_namespace_keeps_it_terminating_and_is_named(reh
     def finalizers_named():
         namespace = get(rehearsal, f"/api/v1/namespaces/{NS}") or {}
         return condition(namespace, "NamespaceFinalizersRemaining").get("status") == "True" and namespace
-    namespace = wait_for(finalizers_named, 10, 0.02, "NamespaceFinalizersRemaining")
+    namespace = wait_for(finalizers_named, interval=0.02, what="NamespaceFinalizersRemaining")
     assert namespace["status"]["phase"] == "Terminating"
     assert [(c["type"], c["status"], c["reason"], c["message"]) for c in namespace["status"]["conditions"]] == [
         ("NamespaceDeletionDiscoveryFailure", "False", "ResourcesDiscovered", "All resources successfully discovered"),
@@ -352,7 +353,7 @@ def test_a_finalizer_left_in_the_namespace_keeps_it_terminating_and_is_named(reh
         ("NamespaceFinalizersRemaining", "True", "SomeFinalizersRemain",
          "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances")]
     kubectl(rehearsal, "-n", NS, "patch", "configmap", "stuck", "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
-    wait_for(lambda: get(rehearsal, f"/api/v1/namespaces/{NS}") is None, 10, 0.05, "namespace gone")
+    wait_for(lambda: get(rehearsal, f"/api/v1/namespaces/{NS}") is None, interval=0.05, what="namespace gone")
 
 
 # ------------------------------------------------------------------------------------------------ (d) descheduler

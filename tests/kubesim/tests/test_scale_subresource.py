@@ -3,7 +3,7 @@ ScaleREST) and of KubeVirt's VirtualMachinePool and VirtualMachineInstanceReplic
 `.spec.replicas`, `.status.replicas`, `.status.labelSelector`; apiextensions customresource ScaleREST)."""
 import pytest
 
-from https_client import call, kubectl, started
+from https_client import call, kubectl, started, stored_since
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 POOLS = "/apis/pool.kubevirt.io/v1alpha1/namespaces/default/virtualmachinepools"
@@ -67,10 +67,15 @@ def test_a_stale_resource_version_conflicts_and_a_dry_run_stores_nothing(sim):
     assert status["message"] == ('Operation cannot be fulfilled on deployments.apps "guarded": the object has been '
                                  'modified; please apply your changes to the latest version and try again')
     start = sim.clusters["workload"].store.rv
+    at_start = call(sim, "GET", DEPLOYMENTS + "/guarded")[1]["metadata"]["resourceVersion"]
     code, dry = call(sim, "PATCH", DEPLOYMENTS + "/guarded/scale?dryRun=All", {"spec": {"replicas": 7}},
                      "application/merge-patch+json")
     assert code == 200 and dry["spec"] == {"replicas": 7}
-    assert int(dry["metadata"]["resourceVersion"]) <= start   # the current one: nothing was written
+    # nothing was written: the answer carries a version the Deployment had, and no version stored since (the
+    # deployment controller may write its status meanwhile) has the dry run's 7 replicas
+    since = [obj for _type, obj in stored_since(sim, "deployments.apps", start) if obj["metadata"]["name"] == "guarded"]
+    assert all(obj["spec"]["replicas"] == 2 for obj in since)
+    assert dry["metadata"]["resourceVersion"] in {at_start, *(obj["metadata"]["resourceVersion"] for obj in since)}
     assert call(sim, "GET", DEPLOYMENTS + "/guarded")[1]["spec"]["replicas"] == 2
 
 

@@ -55,7 +55,7 @@ def test_a_deleted_default_service_account_is_recreated(cluster):
 def test_a_terminating_namespace_gets_no_new_default_service_account(cluster):
     nss, sas = rt(cluster, "namespaces"), rt(cluster, "serviceaccounts")
     cluster.delete(nss, None, "apps")
-    waiting.wait_for(lambda: cluster.find(nss, None, "apps") is None, 5, 0.01, "namespace apps gone")
+    waiting.wait_for(lambda: cluster.find(nss, None, "apps") is None, interval=0.01, what="namespace apps gone")
     assert cluster.find(sas, "apps", "default") is None
 
 

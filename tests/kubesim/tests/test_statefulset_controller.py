@@ -10,7 +10,7 @@ from kubesim.controllers import (garbage_collector, kubelet, namespace, schedule
                                  statefulsets)
 
 import in_process
-from support import waiting
+from support.waiting import wait_for
 
 USED = [garbage_collector.register, namespace.register, serviceaccounts.register, scheduler.register,
         kubelet.register, statefulsets.register]
@@ -33,10 +33,6 @@ def cluster(started):
 
 def rt(cluster, key):
     return cluster.registry.by_key(key)
-
-
-def wait_for(predicate, what):
-    return waiting.wait_for(predicate, 5, 0.01, what)
 
 
 def statefulset(replicas=3, policy=None, annotations=None, claims=True):
@@ -76,7 +72,7 @@ def release(cluster, name):
 
 def test_pods_get_ordinal_names_identity_labels_owner_and_claim_volumes(cluster):
     sts = cluster.create(rt(cluster, "statefulsets.apps"), "db", statefulset(replicas=1))
-    wait_for(lambda: running_ready(cluster, ["web-0"]), "web-0 running")
+    wait_for(lambda: running_ready(cluster, ["web-0"]), interval=0.01, what="web-0 running")
     pod = pods(cluster)["web-0"]
     revision = pod["metadata"]["labels"]["controller-revision-hash"]
     assert revision.startswith("web-") and len(revision) > len("web-")
@@ -104,7 +100,7 @@ def test_pods_get_ordinal_names_identity_labels_owner_and_claim_volumes(cluster)
 def test_status_reports_replicas_revisions_and_collision_count(cluster):
     cluster.create(rt(cluster, "statefulsets.apps"), "db", statefulset(replicas=2))
     wait_for(lambda: (cluster.get(rt(cluster, "statefulsets.apps"), "db", "web").get("status") or {})
-             .get("readyReplicas") == 2, "two ready replicas")
+             .get("readyReplicas") == 2, 5, 0.01, "two ready replicas")
     sts = cluster.get(rt(cluster, "statefulsets.apps"), "db", "web")
     revision = pods(cluster)["web-0"]["metadata"]["labels"]["controller-revision-hash"]
     assert sts["status"] == {"observedGeneration": 1, "replicas": 2, "readyReplicas": 2, "currentReplicas": 2,
@@ -115,43 +111,43 @@ def test_status_reports_replicas_revisions_and_collision_count(cluster):
 def test_ordered_ready_creates_the_next_pod_only_when_its_predecessor_runs(started):
     cluster, manager = started
     cluster.create(rt(cluster, "statefulsets.apps"), "db", statefulset(annotations=HOLD, claims=False))
-    wait_for(lambda: "web-0" in pods(cluster), "web-0")
+    wait_for(lambda: "web-0" in pods(cluster), interval=0.01, what="web-0")
     assert manager.wait_idle() and live_pods(cluster) == ["web-0"]   # web-0 stays Pending: nothing follows
     release(cluster, "web-0")
-    wait_for(lambda: "web-1" in pods(cluster), "web-1 after web-0 runs")
+    wait_for(lambda: "web-1" in pods(cluster), interval=0.01, what="web-1 after web-0 runs")
     assert manager.wait_idle() and live_pods(cluster) == ["web-0", "web-1"]
     release(cluster, "web-1")
-    wait_for(lambda: "web-2" in pods(cluster), "web-2 after web-1 runs")
+    wait_for(lambda: "web-2" in pods(cluster), interval=0.01, what="web-2 after web-1 runs")
 
 
 def test_parallel_creates_every_pod_at_once(cluster):
     cluster.create(rt(cluster, "statefulsets.apps"), "db",
                    statefulset(policy="Parallel", annotations=HOLD, claims=False))
-    wait_for(lambda: live_pods(cluster) == ["web-0", "web-1", "web-2"], "three pods while none runs")
+    wait_for(lambda: live_pods(cluster) == ["web-0", "web-1", "web-2"], interval=0.01, what="three pods while none runs")
 
 
 def test_scale_down_removes_the_highest_ordinal_first_and_a_deleted_pod_comes_back_under_its_name(cluster):
     sets = rt(cluster, "statefulsets.apps")
     cluster.create(sets, "db", statefulset(claims=False))
-    wait_for(lambda: running_ready(cluster, ["web-0", "web-1", "web-2"]), "three running pods")
+    wait_for(lambda: running_ready(cluster, ["web-0", "web-1", "web-2"]), interval=0.01, what="three running pods")
     old_uid = pods(cluster)["web-1"]["metadata"]["uid"]
     cluster.delete(rt(cluster, "pods"), "db", "web-1", {"gracePeriodSeconds": 0})
-    wait_for(lambda: "web-1" in pods(cluster) and pods(cluster)["web-1"]["metadata"]["uid"] != old_uid, "web-1 again")
+    wait_for(lambda: "web-1" in pods(cluster) and pods(cluster)["web-1"]["metadata"]["uid"] != old_uid, interval=0.01, what="web-1 again")
     seen = []
     cluster.add_listener(lambda e: seen.append(e.obj["metadata"]["name"]) if e.key == "pods" and
                          e.obj["metadata"].get("deletionTimestamp") and e.obj["metadata"]["name"] not in seen else None)
-    wait_for(lambda: running_ready(cluster, ["web-0", "web-1", "web-2"]), "three running pods again")
+    wait_for(lambda: running_ready(cluster, ["web-0", "web-1", "web-2"]), interval=0.01, what="three running pods again")
     body = copy.deepcopy(cluster.get(sets, "db", "web"))
     body["spec"]["replicas"] = 1
     cluster.update(sets, "db", "web", body)
-    wait_for(lambda: sorted(pods(cluster)) == ["web-0"], "scaled down to web-0")
+    wait_for(lambda: sorted(pods(cluster)) == ["web-0"], interval=0.01, what="scaled down to web-0")
     assert seen == ["web-2", "web-1"]
 
 
 def test_rolling_update_replaces_pods_from_the_highest_ordinal_and_moves_the_current_revision(cluster):
     sets = rt(cluster, "statefulsets.apps")
     cluster.create(sets, "db", statefulset(replicas=2, claims=False))
-    wait_for(lambda: running_ready(cluster, ["web-0", "web-1"]), "two running pods")
+    wait_for(lambda: running_ready(cluster, ["web-0", "web-1"]), interval=0.01, what="two running pods")
     old = pods(cluster)["web-0"]["metadata"]["labels"]["controller-revision-hash"]
     body = copy.deepcopy(cluster.get(sets, "db", "web"))
     body["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:1.28"
@@ -161,7 +157,7 @@ def test_rolling_update_replaces_pods_from_the_highest_ordinal_and_moves_the_cur
         status = cluster.get(sets, "db", "web").get("status") or {}
         return status if status.get("currentRevision") == status.get("updateRevision") != old and \
             status.get("updatedReplicas") == 2 and status.get("readyReplicas") == 2 else None
-    status = wait_for(rolled, "rolled to the new revision")
+    status = wait_for(rolled, interval=0.01, what="rolled to the new revision")
     assert {p["spec"]["containers"][0]["image"] for p in pods(cluster).values()} == {"nginx:1.28"}
     assert status["observedGeneration"] == 2 and status["currentReplicas"] == 2
     deleted = [e["message"] for e in events.for_object(cluster, "db", "StatefulSet", "web")

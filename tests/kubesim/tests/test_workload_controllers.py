@@ -4,8 +4,6 @@ import contextlib
 import time
 from datetime import datetime
 
-import pytest
-
 from kubesim import events
 from kubesim.api import Cluster, RequestContext
 from kubesim.clock import Clock
@@ -15,7 +13,7 @@ from kubesim.controllers.cronjobs import CronJobController, trigger
 from kubesim.controllers.kubelet import finish_pod
 from kubesim.resources import DEFAULT_BUNDLES, Registry, resolve_bundles
 from kubesim.scenario import populate
-from support import waiting
+from support.waiting import wait_for
 
 
 def node(name, **labels):
@@ -46,10 +44,6 @@ def rt(cluster, key):
     return cluster.registry.by_key(key)
 
 
-def wait_for(predicate, timeout=5.0, what="condition"):
-    return waiting.wait_for(predicate, timeout, 0.01, what)  # in-process: poll often
-
-
 def objects(cluster, key, namespace="default", **labels):
     return sorted((e.obj for e in cluster.store.entries(key, namespace)
                    if all((e.obj["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())),
@@ -70,7 +64,7 @@ def finished_job(cluster, name, kind):
     def check():
         found = cluster.get(rt(cluster, "jobs.batch"), "default", name)
         return found if kind in conditions(found) else None
-    return wait_for(check, what=f"job {name} {kind}")
+    return wait_for(check, interval=0.01, what=f"job {name} {kind}")
 
 
 def pod_template(labels=None, restart="Never", **annotations):
@@ -159,13 +153,13 @@ def test_an_evicted_job_pod_counts_as_failed_and_is_replaced():
         Programs(cluster, long="hold")
         cluster.create(rt(cluster, "jobs.batch"), "default", job("long"))
         first = wait_for(lambda: [p for p in objects(cluster, "pods", app="long")
-                                  if (p.get("status") or {}).get("phase") == "Running"], what="a running pod")[0]
+                                  if (p.get("status") or {}).get("phase") == "Running"], 5, 0.01, what="a running pod")[0]
         cluster.subresources[("pods", "eviction")](cluster, "default", first["metadata"]["name"], {}, RequestContext())
         wait_for(lambda: len([p for p in objects(cluster, "pods", app="long")
-                              if p["metadata"]["name"] != first["metadata"]["name"]]) == 1, what="a replacement")
+                              if p["metadata"]["name"] != first["metadata"]["name"]]) == 1, 5, 0.01, what="a replacement")
         assert manager.wait_idle()
         status = cluster.get(rt(cluster, "jobs.batch"), "default", "long")["status"]
-        wait_for(lambda: cluster.get(rt(cluster, "jobs.batch"), "default", "long")["status"].get("failed") == 1,
+        wait_for(lambda: cluster.get(rt(cluster, "jobs.batch"), "default", "long")["status"].get("failed") == 1, interval=0.01,
                  what="the eviction counted")
         assert status["active"] == 1
 
@@ -179,7 +173,7 @@ def test_suspend_and_resume():
         assert conditions(paused) == {"Suspended": ("True", "JobSuspended", "Job suspended")}
         assert "startTime" not in paused["status"] and not objects(cluster, "pods", app="paused")
         cluster.patch(jobs, "default", "paused", "merge", {"spec": {"suspend": False}})
-        wait_for(lambda: "Complete" in conditions(cluster.get(jobs, "default", "paused")), what="completion")
+        wait_for(lambda: "Complete" in conditions(cluster.get(jobs, "default", "paused")), interval=0.01, what="completion")
         resumed = cluster.get(jobs, "default", "paused")
         assert conditions(resumed)["Suspended"] == ("False", "JobResumed", "Job resumed")
         assert {("Suspended", "Job suspended"), ("Resumed", "Job resumed")} <= reasons(cluster, "Job", "paused")
@@ -193,15 +187,15 @@ def test_active_deadline_fails_the_job_and_deletes_its_pods():
         failed = finished_job(cluster, "slow", "Failed")
         assert conditions(failed)["Failed"] == ("True", "DeadlineExceeded", "Job was active longer than specified deadline")
         assert manager.wait_idle()
-        wait_for(lambda: not objects(cluster, "pods", app="slow"), what="the pods to go")
+        wait_for(lambda: not objects(cluster, "pods", app="slow"), interval=0.01, what="the pods to go")
 
 
 def test_ttl_after_finished_deletes_the_job_and_its_pods():
     with simulated() as (cluster, manager):
         jobs = rt(cluster, "jobs.batch")
         cluster.create(jobs, "default", job("short", ttlSecondsAfterFinished=20))
-        wait_for(lambda: objects(cluster, "pods", app="short"), what="a pod")
-        wait_for(lambda: cluster.find(jobs, "default", "short") is None, what="the TTL")
+        wait_for(lambda: objects(cluster, "pods", app="short"), interval=0.01, what="a pod")
+        wait_for(lambda: cluster.find(jobs, "default", "short") is None, interval=0.01, what="the TTL")
         assert manager.wait_idle()
         assert not objects(cluster, "pods", app="short")
 
@@ -225,10 +219,10 @@ def test_cronjob_runs_on_the_simulated_clock_and_keeps_its_history():
         cronjobs = rt(cluster, "cronjobs.batch")
         created = cluster.create(cronjobs, "default", cronjob("tick"))
         wait_for(lambda: len([e for e in events.for_object(cluster, "default", "CronJob", "tick")
-                              if e["reason"] == "SuccessfulDelete"]) >= 2, what="five runs")
+                              if e["reason"] == "SuccessfulDelete"]) >= 2, interval=0.01, what="five runs")
         cluster.patch(cronjobs, "default", "tick", "merge", {"spec": {"suspend": True}})
         assert manager.wait_idle()
-        wait_for(lambda: all("Complete" in conditions(j) for j in objects(cluster, "jobs.batch")), what="completion")
+        wait_for(lambda: all("Complete" in conditions(j) for j in objects(cluster, "jobs.batch")), interval=0.01, what="completion")
         assert manager.wait_idle()
         kept = objects(cluster, "jobs.batch")
         assert len(kept) == 3   # successfulJobsHistoryLimit
@@ -252,7 +246,7 @@ def test_cronjob_runs_on_the_simulated_clock_and_keeps_its_history():
         assert all(m.startswith("Deleted job tick-") for m in deleted)
         # deleted Jobs took their Pods with them (Background propagation)
         wait_for(lambda: {p["metadata"]["labels"]["job-name"] for p in objects(cluster, "pods", app="tick")}
-                 == {j["metadata"]["name"] for j in kept}, what="old pods to go")
+                 == {j["metadata"]["name"] for j in kept}, 5, 0.01, what="old pods to go")
         # suspended: no more runs
         time.sleep(0.3)
         assert manager.wait_idle()
@@ -262,10 +256,13 @@ def test_cronjob_runs_on_the_simulated_clock_and_keeps_its_history():
 def test_cronjob_clock_runs_time_scale_times_faster():
     with simulated(time_scale=600) as (_cluster, manager):
         clock = cron_controller(manager).clock
-        before, real = clock.now(), time.monotonic()
+        # each reading of the simulated clock between two of the real one: exact bounds, however long the thread
+        # was held between the calls
+        real_0, before, real_1 = time.monotonic(), clock.now(), time.monotonic()
         time.sleep(0.2)
-        simulated_seconds = (clock.now() - before).total_seconds()
-        assert simulated_seconds == pytest.approx((time.monotonic() - real) * 600, rel=0.2)
+        real_2, after, real_3 = time.monotonic(), clock.now(), time.monotonic()
+        simulated_seconds = (after - before).total_seconds()
+        assert (real_2 - real_1) * 600 - 0.001 <= simulated_seconds <= (real_3 - real_0) * 600 + 0.001
 
 
 def test_forbid_skips_runs_while_a_job_is_active_and_replace_replaces_it():
@@ -275,8 +272,8 @@ def test_forbid_skips_runs_while_a_job_is_active_and_replace_replaces_it():
         cluster.create(cronjobs, "default", cronjob("forbid", concurrencyPolicy="Forbid"))
         cluster.create(cronjobs, "default", cronjob("replace", concurrencyPolicy="Replace"))
         wait_for(lambda: ("JobAlreadyActive", "Not starting job because prior execution is running and "
-                          "concurrency policy is Forbid") in reasons(cluster, "CronJob", "forbid"), what="a skipped run")
-        wait_for(lambda: any(r == "SuccessfulDelete" for r, _m in reasons(cluster, "CronJob", "replace")),
+                          "concurrency policy is Forbid") in reasons(cluster, "CronJob", "forbid"), 5, 0.01, what="a skipped run")
+        wait_for(lambda: any(r == "SuccessfulDelete" for r, _m in reasons(cluster, "CronJob", "replace")), interval=0.01,
                  what="a replaced run")
         for name in ("forbid", "replace"):
             cluster.patch(cronjobs, "default", name, "merge", {"spec": {"suspend": True}})
@@ -287,7 +284,7 @@ def test_forbid_skips_runs_while_a_job_is_active_and_replace_replaces_it():
         assert [(a["kind"], a["name"], a["uid"]) for a in active] == [
             ("Job", forbid_jobs[0]["metadata"]["name"], forbid_jobs[0]["metadata"]["uid"])]
         wait_for(lambda: len([j for j in objects(cluster, "jobs.batch", **{"app.kubernetes.io/name": "replace"})
-                              if not j["metadata"].get("deletionTimestamp")]) == 1, what="one replace job")
+                              if not j["metadata"].get("deletionTimestamp")]) == 1, 5, 0.01, what="one replace job")
         active = cluster.get(cronjobs, "default", "replace")["status"]["active"]
         assert len(active) == 1
 
@@ -299,11 +296,11 @@ def test_failed_runs_keep_one_and_manual_runs_are_not_active():
         broken = cronjob("broken")
         broken["spec"]["jobTemplate"]["spec"]["backoffLimit"] = 0
         cluster.create(cronjobs, "default", broken)
-        wait_for(lambda: any(r == "SuccessfulDelete" for r, _m in reasons(cluster, "CronJob", "broken")),
+        wait_for(lambda: any(r == "SuccessfulDelete" for r, _m in reasons(cluster, "CronJob", "broken")), interval=0.01,
                  what="a failed job cleaned up")
         cluster.patch(cronjobs, "default", "broken", "merge", {"spec": {"suspend": True}})
         assert manager.wait_idle()
-        wait_for(lambda: len(objects(cluster, "jobs.batch", **{"app.kubernetes.io/name": "broken"})) == 1,
+        wait_for(lambda: len(objects(cluster, "jobs.batch", **{"app.kubernetes.io/name": "broken"})) == 1, interval=0.01,
                  what="failedJobsHistoryLimit 1")
         assert "lastSuccessfulTime" not in cluster.get(cronjobs, "default", "broken")["status"]
 
@@ -312,14 +309,14 @@ def test_failed_runs_keep_one_and_manual_runs_are_not_active():
         run = trigger(cluster, "default", "manual")
         assert run["metadata"]["name"].startswith("manual-manual-")
         assert run["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"] == "manual"
-        wait_for(lambda: objects(cluster, "pods", app="manual"), what="the manual run's pod")
+        wait_for(lambda: objects(cluster, "pods", app="manual"), interval=0.01, what="the manual run's pod")
         assert manager.wait_idle()
         assert "active" not in cluster.get(cronjobs, "default", "manual")["status"]
         assert ("UnexpectedJob", f"Saw a job that the controller did not create or forgot: {run['metadata']['name']}") \
             in reasons(cluster, "CronJob", "manual")
         pod = objects(cluster, "pods", app="manual")[0]
         finish_pod(cluster, "default", pod["metadata"]["name"], 0)
-        wait_for(lambda: cluster.get(cronjobs, "default", "manual")["status"].get("lastSuccessfulTime"),
+        wait_for(lambda: cluster.get(cronjobs, "default", "manual")["status"].get("lastSuccessfulTime"), interval=0.01,
                  what="lastSuccessfulTime from the manual run")
         assert "Complete" in conditions(cluster.get(jobs, "default", run["metadata"]["name"]))
 
@@ -348,7 +345,7 @@ def ready_deployment(cluster, name, replicas):
                 status.get("replicas", 0) == replicas and status.get("observedGeneration") == d["metadata"]["generation"]:
             return d
         return None
-    return wait_for(check, what=f"deployment {name} at {replicas}")
+    return wait_for(check, interval=0.01, what=f"deployment {name} at {replicas}")
 
 
 def test_deployment_creates_a_hashed_replicaset_that_runs_the_pods():
@@ -395,14 +392,14 @@ def test_scaling_replacing_deleted_pods_and_rolling_out_a_new_template():
         victim = objects(cluster, "pods", app="api")[0]
         cluster.delete(pods_rt, "default", victim["metadata"]["name"])
         wait_for(lambda: len([p for p in objects(cluster, "pods", app="api") if not p["metadata"].get("deletionTimestamp")
-                              and p["status"].get("phase") == "Running"]) == 2, what="a replacement pod")
+                              and p["status"].get("phase") == "Running"]) == 2, 5, 0.01, what="a replacement pod")
         assert victim["metadata"]["name"] not in [p["metadata"]["name"] for p in objects(cluster, "pods", app="api")
                                                   if not p["metadata"].get("deletionTimestamp")]
         cluster.patch(deployments, "default", "api", "merge", {"spec": {"replicas": 4}})
         ready_deployment(cluster, "api", 4)
         cluster.patch(deployments, "default", "api", "merge", {"spec": {"replicas": 1}})
         ready_deployment(cluster, "api", 1)
-        wait_for(lambda: len(objects(cluster, "pods", app="api")) == 1, what="scale down")
+        wait_for(lambda: len(objects(cluster, "pods", app="api")) == 1, interval=0.01, what="scale down")
         old_rs = objects(cluster, "replicasets.apps")[0]["metadata"]["name"]
         cluster.patch(deployments, "default", "api", "strategic",
                       {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "web:2"}]}}}})
@@ -414,7 +411,7 @@ def test_scaling_replacing_deleted_pods_and_rolling_out_a_new_template():
         assert by_name[new_rs]["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
         done = cluster.get(deployments, "default", "api")
         assert done["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
-        wait_for(lambda: [p["spec"]["containers"][0]["image"] for p in objects(cluster, "pods", app="api")] == ["web:2"],
+        wait_for(lambda: [p["spec"]["containers"][0]["image"] for p in objects(cluster, "pods", app="api")] == ["web:2"], interval=0.01,
                  what="the old pod to go")
         said = reasons(cluster, "Deployment", "api")
         assert ("ScalingReplicaSet", f"Scaled down replica set {old_rs} to 0 from 1") in said
@@ -430,7 +427,7 @@ def test_replicaset_adopts_matching_orphans():
             "spec": {"replicas": 2, "selector": {"matchLabels": {"tier": "cache"}},
                      "template": pod_template({"tier": "cache"}, restart="Always")}})
         wait_for(lambda: (cluster.get(rt(cluster, "replicasets.apps"), "default", "cache").get("status") or {})
-                 .get("readyReplicas") == 2, what="two ready replicas")
+                 .get("readyReplicas") == 2, 5, 0.01, what="two ready replicas")
         assert manager.wait_idle()
         pods = objects(cluster, "pods", tier="cache")
         assert len(pods) == 2 and "stray" in [p["metadata"]["name"] for p in pods]
@@ -455,7 +452,7 @@ def test_daemonset_runs_one_pod_per_eligible_node_and_follows_node_changes():
     with simulated() as (cluster, manager):
         nodes, pods_rt = rt(cluster, "nodes"), rt(cluster, "pods")
         cluster.create(rt(cluster, "daemonsets.apps"), "default", daemonset("agent"))
-        wait_for(lambda: set(daemon_pods(cluster, "agent")) == {"worker-a", "worker-b"}, what="a pod per worker")
+        wait_for(lambda: set(daemon_pods(cluster, "agent")) == {"worker-a", "worker-b"}, interval=0.01, what="a pod per worker")
         assert manager.wait_idle()
         pod = daemon_pods(cluster, "agent")["worker-a"]
         assert pod["metadata"]["labels"]["pod-template-generation"] == "1"
@@ -472,11 +469,11 @@ def test_daemonset_runs_one_pod_per_eligible_node_and_follows_node_changes():
         # a new node gets a pod; a cordoned node keeps its pod
         cluster.create(nodes, None, node("worker-c", role="worker"))
         cluster.patch(nodes, None, "worker-a", "strategic", {"spec": {"unschedulable": True}})
-        wait_for(lambda: set(daemon_pods(cluster, "agent")) == {"worker-a", "worker-b", "worker-c"}, what="worker-c")
+        wait_for(lambda: set(daemon_pods(cluster, "agent")) == {"worker-a", "worker-b", "worker-c"}, interval=0.01, what="worker-c")
         # a deleted pod is replaced on its node
         old = daemon_pods(cluster, "agent")["worker-b"]["metadata"]["name"]
         cluster.delete(pods_rt, "default", old)
-        wait_for(lambda: daemon_pods(cluster, "agent").get("worker-b", {}).get("metadata", {}).get("name") not in (None, old),
+        wait_for(lambda: daemon_pods(cluster, "agent").get("worker-b", {}).get("metadata", {}).get("name") not in (None, old), interval=0.01,
                  what="a replacement on worker-b")
         assert ("SuccessfulCreate", f"Created pod: {pod['metadata']['name']}") in reasons(cluster, "DaemonSet", "agent")
 
@@ -487,17 +484,17 @@ def test_daemonset_honours_node_selector_and_taints():
         cluster.create(daemonsets, "default", daemonset("everywhere", tolerations=[
             {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]))
         cluster.create(daemonsets, "default", daemonset("selective", nodeSelector={"handler": "yes"}))
-        wait_for(lambda: set(daemon_pods(cluster, "everywhere")) == {"cp", "worker-a", "worker-b"}, what="everywhere")
+        wait_for(lambda: set(daemon_pods(cluster, "everywhere")) == {"cp", "worker-a", "worker-b"}, interval=0.01, what="everywhere")
         assert manager.wait_idle()
         assert daemon_pods(cluster, "selective") == {}
         cluster.patch(nodes, None, "worker-b", "merge", {"metadata": {"labels": {"handler": "yes"}}})
-        wait_for(lambda: set(daemon_pods(cluster, "selective")) == {"worker-b"}, what="the labelled node")
+        wait_for(lambda: set(daemon_pods(cluster, "selective")) == {"worker-b"}, interval=0.01, what="the labelled node")
         cluster.patch(nodes, None, "worker-b", "merge", {"metadata": {"labels": {"handler": None}}})
-        wait_for(lambda: daemon_pods(cluster, "selective") == {}, what="the pod to leave the unlabelled node")
+        wait_for(lambda: daemon_pods(cluster, "selective") == {}, interval=0.01, what="the pod to leave the unlabelled node")
         # an untolerated NoExecute taint removes the pod
         cluster.patch(nodes, None, "worker-a", "strategic",
                       {"spec": {"taints": [{"key": "maintenance", "value": "yes", "effect": "NoExecute"}]}})
-        wait_for(lambda: set(daemon_pods(cluster, "everywhere")) == {"cp", "worker-b"}, what="the tainted node")
+        wait_for(lambda: set(daemon_pods(cluster, "everywhere")) == {"cp", "worker-b"}, interval=0.01, what="the tainted node")
         assert manager.wait_idle()
         status = cluster.get(daemonsets, "default", "everywhere")["status"]
         assert status["desiredNumberScheduled"] == 2 and status["currentNumberScheduled"] == 2

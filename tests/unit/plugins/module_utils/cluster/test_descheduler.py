@@ -1,10 +1,12 @@
 """The one reader of a live Descheduler installation, through a fake client: the kinds in one discovery, the workload
 (a CronJob before a Deployment), the policy source as descheduler_policy locates it, the workload's Pods and a Pod's
-log, and kinds that are not served read as empty."""
+log (none when the Pod is gone since it was listed), and kinds that are not served read as empty."""
 from __future__ import annotations
 
+import pytest
+
 from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.cluster.descheduler import LOG_TAIL_LINES, DeschedulerInstallation
-from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import KindNotServed
+from ansible_collections.kubevirt_ops.rebalance.plugins.module_utils.errors import ApiFailure, KindNotServed
 
 from .. import k8s_objects as k8s
 
@@ -116,3 +118,22 @@ def test_log_of_a_pod_as_records_with_the_pod():
     [record] = installation(client).log(pod, "descheduler")
     assert record["pod"] == "descheduler-1-x" and record["time"] == "2026-11-30T10:05:01Z" and record["fields"]["evictionRequests"] == 1
     assert client.calls[-1] == ("pod_log", "descheduler", "descheduler-1-x", "descheduler", LOG_TAIL_LINES)
+
+
+class LogFailing(FakeClient):
+    """pods/log answered with an API error of `status`."""
+
+    def __init__(self, status):
+        super().__init__()
+        self.status = status
+
+    def pod_log(self, namespace, name, container=None, tail_lines=None):
+        raise ApiFailure("read the log of pod {0}/{1}".format(namespace, name), self.status, "NotFound" if self.status == 404 else "Forbidden", "")
+
+
+def test_log_of_a_pod_gone_since_it_was_listed_is_none_and_other_errors_fail():
+    pod = {"metadata": {"name": "descheduler-6c545b98cd-mncvx"}}
+    assert installation(LogFailing(404)).log_unless_gone(pod, "descheduler") is None
+    assert [r["pod"] for r in installation(FakeClient()).log_unless_gone(pod, "descheduler")] == ["descheduler-6c545b98cd-mncvx"]
+    with pytest.raises(ApiFailure):
+        installation(LogFailing(403)).log_unless_gone(pod, "descheduler")

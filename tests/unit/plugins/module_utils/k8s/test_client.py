@@ -433,3 +433,25 @@ def test_put_path_sends_the_body_and_answers_none_for_an_empty_answer_and_names_
     with pytest.raises(ApiFailure) as refused:
         connection.put_path(path, {}, "cancel the evacuation of vmi vms/vm-1")
     assert refused.value.path == "cancel the evacuation of vmi vms/vm-1" and refused.value.status == 400 and len(api.writes) == 2
+
+
+# ------------------------------------------------------------------------------------------ native client or kubernetes.core's
+def test_the_native_client_serves_the_options_it_reads_and_kubernetes_core_the_rest(monkeypatch):
+    api = FakeApi(script=[{"gitVersion": "v1.35.0"}, {"gitVersion": "v1.35.0"}])
+    native_client = type("NativeClient", (), {"client": api, "configuration": type("Connection", (), {"host": "https://native"})()})()
+    core_client = type("K8SClient", (), {"client": api})()
+    made = []
+
+    def native_connect(auth, request_timeout):
+        made.append(("native", auth["kubeconfig"]))
+        if auth["kubeconfig"] == "/exec-plugin":
+            raise conn.NotNative("credential plugins")
+        assert request_timeout() > 0
+        return native_client
+    monkeypatch.setattr(conn.native, "connect", native_connect)
+    monkeypatch.setattr(conn, "kubernetes_core_client", lambda **auth: made.append(("kubernetes.core", auth["kubeconfig"])) or core_client)
+    native = conn.Client({"kubeconfig": "/plain"})
+    assert native.server_version() == {"gitVersion": "v1.35.0"} and native.server_host() == "https://native"
+    fallback = conn.Client({"kubeconfig": "/exec-plugin"})
+    assert fallback.server_version() == {"gitVersion": "v1.35.0"} and fallback.client is core_client
+    assert made == [("native", "/plain"), ("native", "/exec-plugin"), ("kubernetes.core", "/exec-plugin")]

@@ -211,6 +211,61 @@ def test_deployment_run_fails_on_a_rejected_policy_and_times_out_without_a_cycle
     assert error.value.path == "timeout" and "no complete descheduling cycle" in error.value.message
 
 
+class ReplacedPodClient(FakeClient):
+    """A Deployment whose Pod `descheduler-old` is replaced by `descheduler-new` after the first listing: the old one is
+    listed once more but gone (404) when its log is read, as after a restart, an eviction or a node drain."""
+
+    def __init__(self, new_log, gone_status=404):
+        super().__init__([])
+        self.new_log = new_log
+        self.gone_status = gone_status
+        self.listings = 0
+        self.read = []
+
+    def list(self, resource, namespace=None, **_kwargs):
+        if resource != ("Pod", ""):
+            return super().list(resource, namespace)
+        self.listings += 1
+        names = ["descheduler-old"] + (["descheduler-new"] if self.listings > 1 else [])
+        return [{"metadata": {"name": name, "namespace": namespace, "labels": {"app": "descheduler"},
+                              "creationTimestamp": "2026-11-30T10:0{0}:00Z".format(index)},
+                 "status": {"phase": "Running"}} for index, name in enumerate(names)]
+
+    def pod_log(self, _namespace, name, container=None, tail_lines=None):
+        self.read.append(name)
+        if name == "descheduler-new":
+            return self.new_log
+        if self.listings == 1:
+            return "\n".join(CYCLE_1)
+        raise ApiFailure("read the log of pod descheduler/" + name, self.gone_status, "NotFound", 'pods "{0}" not found'.format(name))
+
+
+def test_deployment_run_reads_the_current_pod_when_its_pod_was_replaced_meanwhile():
+    connection = ReplacedPodClient("\n".join(CYCLE_2))
+    clock = FakeClock()
+    result = dr.run(options(trigger="wait", timeout=60), False, client=connection, clock=clock, now=lambda: NOW, sleep=clock.sleep)
+    # the new Pod started after the module did: all of its log is new
+    assert result["pod"] == "descheduler-new" and result["log_lines"] == CYCLE_2
+    assert connection.read == ["descheduler-old", "descheduler-old", "descheduler-new"]
+
+
+def test_deployment_run_with_its_pod_gone_is_still_bounded_by_the_timeout():
+    connection = ReplacedPodClient("\n".join(CYCLE_1[:1]))    # the new Pod never completes a cycle
+    clock = FakeClock()
+    with pytest.raises(RunFailed) as error:
+        dr.run(options(trigger="wait", timeout=5), False, client=connection, clock=clock, now=lambda: NOW, sleep=clock.sleep)
+    assert error.value.path == "timeout" and "no complete descheduling cycle" in error.value.message
+    assert clock.now == pytest.approx(5)
+
+
+def test_deployment_run_fails_on_a_log_it_may_not_read():
+    connection = ReplacedPodClient("\n".join(CYCLE_2), gone_status=403)
+    clock = FakeClock()
+    with pytest.raises(ApiFailure) as error:
+        dr.run(options(trigger="wait", timeout=60), False, client=connection, clock=clock, now=lambda: NOW, sleep=clock.sleep)
+    assert error.value.status == 403
+
+
 def test_previous_run_yields_category_swaps():
     assert dr.previous_classification({"classification": [{"node": "a"}, "junk"]}) == [{"node": "a"}]
     assert dr.previous_classification(None) is None
