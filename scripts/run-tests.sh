@@ -267,16 +267,24 @@ run_tier() {
 BESIDE_INTEGRATION=(unit sanity lint docs)
 AFTER_INTEGRATION=(kubesim molecule)
 
+tests_done() {  # pytest log: "N of M tests done" from its progress characters (one per test) and its "[M items]"
+    local total finished
+    total="$(grep -Eo '\[[0-9]+ items\]' "$1" 2>/dev/null | grep -Eo '[0-9]+' | head -n1)"
+    finished="$(grep -E '^[.FEsxX]+( +\[ *[0-9]+%\])?$' "$1" 2>/dev/null | grep -Eo '^[.FEsxX]+' | tr -d '\n' | wc -c)"
+    printf '%s of %s tests done' "${finished}" "${total:-?}"
+}
+
 print_last_record() {
     printf '%s\t%s\t%s\t%s\n' "${RESULT_TIER[-1]}" "${RESULT_STATE[-1]}" "${RESULT_SECONDS[-1]}" "${RESULT_NOTE[-1]}"
 }
 
 run_integration_beside() {  # tiers...
-    local scratch pid tier fields
+    local scratch pid tier fields began
     scratch="$(mktemp -d)"
     # a subshell of its own: its record (the last one it adds) comes back through a file
     (run_tier integration; print_last_record > "${scratch}/record") > "${scratch}/integration.log" 2>&1 &
     pid=$!
+    began=${SECONDS}
     printf '\n===== integration: started in the background (output when it ends: %s) =====\n' "${scratch}/integration.log"
     for tier in "$@"; do
         run_tier "${tier}"
@@ -284,7 +292,7 @@ run_integration_beside() {  # tiers...
     local polls=0
     while kill -0 "${pid}" 2>/dev/null; do
         if ((polls++ % 12 == 0)); then
-            printf 'integration: still running, %s\n' "$(grep -Eo '\[ *[0-9]+%\]' "${scratch}/integration.log" 2>/dev/null | tail -n1 || true)"
+            printf 'integration: still running after %d min, %s\n' $(((SECONDS - began) / 60)) "$(tests_done "${scratch}/integration.log")"
         fi
         sleep 5
     done
