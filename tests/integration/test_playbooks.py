@@ -204,7 +204,7 @@ def test_fleet_rollout_stops_at_the_failed_migration_rolls_it_back_and_leaves_th
         "-n", "desched-test", "annotate", "vmi", *VMS, "kubesim.io/migration-"))
     try:
         # three clusters one after another: over 4 minutes alone, more with a busy core (the timeout only stops a hung run)
-        process = run_playbook_file(PLAYBOOKS / "fleet_rollout.yml", hosts, tmp_path, expect_failure=True, timeout=1200)
+        process = run_playbook_file(PLAYBOOKS / "fleet_rollout.yml", hosts, tmp_path, expect_failure=True)
     finally:
         watcher.stop()
     assert "The rollout stops" in process.stdout

@@ -65,6 +65,12 @@ def api_error_classes() -> Tuple[type, ...]:
     return (ApiError, api_exception) if api_exception else (ApiError,)
 
 
+def connection_option_errors() -> Tuple[type, ...]:
+    """The errors of options a client cannot connect with: kubernetes.core's, and the kubernetes client's once imported."""
+    config_exception = loaded_class("kubernetes.config", "ConfigException")
+    return (CoreException, config_exception) if config_exception else (CoreException,)
+
+
 def kubernetes_core_client(**auth: Any) -> Any:
     """kubernetes.core's `get_api_client`, for the options the native client leaves to it (imported only then)."""
     try:
@@ -300,24 +306,25 @@ class Client:
         return self._client
 
     def _connect(self) -> Any:
-        factory = self._factory
-        if factory is None:
-            try:
-                return native.connect(self.auth, self._request_timeout)
-            except NotNative:
-                factory = kubernetes_core_client
-            except ValueError as error:  # as kubernetes.core's: "Host value ... should start with https://"
-                raise InvalidOption(str(error), "Check the scheme and port of host or the kubeconfig server.", path="host") from error
-        config_exception = loaded_class("kubernetes.config", "ConfigException")
         try:
-            k8s_client = factory(**self.auth)
-        except (CoreException, config_exception or CoreException) as error:
+            k8s_client = self._open()
+        except connection_option_errors() as error:   # evaluated now: the fallback may just have imported kubernetes
             raise InvalidOption(str(error), "Give kubeconfig (a path or a dict) and context, or host with api_key, "
                                             "or set the K8S_AUTH_* environment variables.", path="kubeconfig") from error
         except ValueError as error:  # e.g. "Host value ... should start with https://"
             raise InvalidOption(str(error), "Check the scheme and port of host or the kubeconfig server.", path="host") from error
         disable_transport_retries(k8s_client)
         return k8s_client
+
+    def _open(self) -> Any:
+        """The client of `client_factory` when given, else the native one, else (options only kubernetes.core reads)
+        kubernetes.core's."""
+        if self._factory is not None:
+            return self._factory(**self.auth)
+        try:
+            return native.connect(self.auth, self._request_timeout)
+        except NotNative:
+            return kubernetes_core_client(**self.auth)
 
     def request_json(self, path: str, request: str, **query: Any) -> Any:
         """GET a path and return its JSON body, with retries."""
