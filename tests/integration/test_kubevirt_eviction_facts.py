@@ -189,14 +189,16 @@ def test_each_verdict_is_what_the_simulator_does_when_the_launcher_is_evicted(ve
 
     def outcome_reached():
         vmis = {name: vmi for (_ns, name), vmi in vmis_of(verdicts, NS).items()}
+        # a VMI just created has no status yet
+        status = {name: vmi.get("status") or {} for name, vmi in vmis.items()}
         migrate = vmis.get("vm-migrate")
         restarted = vmis.get("vm-restart")
-        replacements = [n for n in vmis if n.startswith("vmirs") and n != replica_name and vmis[n]["status"].get("phase") == "Running"]
-        return (migrate and migrate["status"].get("nodeName") != before["vm-migrate"]["node"]
+        replacements = [n for n in vmis if n.startswith("vmirs") and n != replica_name and status[n].get("phase") == "Running"]
+        return (migrate and status["vm-migrate"].get("nodeName") != before["vm-migrate"]["node"]
                 and restarted and restarted["metadata"]["uid"] != before["vm-restart"]["uid"]
-                and restarted["status"].get("phase") == "Running" and replacements
-                and (vmis.get("vm-once") or {}).get("status", {}).get("phase") in (None, "Failed", "Succeeded")
-                and (vmis.get("vmi-bare") or {}).get("status", {}).get("phase") in (None, "Failed", "Succeeded"))
+                and status["vm-restart"].get("phase") == "Running" and replacements
+                and status.get("vm-once", {}).get("phase") in (None, "Failed", "Succeeded")
+                and status.get("vmi-bare", {}).get("phase") in (None, "Failed", "Succeeded"))
     wait_for(outcome_reached, timeout=60, what="migrate, restart, replace and shutdown outcomes")
     vmis = {name: vmi for (_ns, name), vmi in vmis_of(verdicts, NS).items()}
     # migrate: same UID on another node, a Succeeded evacuation migration

@@ -20,10 +20,10 @@ Retention keeps the newest `retention` runs' objects and never deletes one a Lea
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 try:
@@ -150,6 +150,17 @@ def _embedded(text: str) -> Optional[Any]:
     return loaded if isinstance(loaded, dict) else None
 
 
+def plain_copy(value: Any) -> Any:
+    """A copy of JSON-shaped data as plain dicts and lists. As a filter (without_secret_data) this runs on the
+    controller, where the object is one of ansible-core's lazy template containers: copy.deepcopy copies those as
+    lazy containers again, which took seconds for a CronJob in a run with many facts."""
+    if isinstance(value, Mapping):
+        return {key: plain_copy(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain_copy(item) for item in value]
+    return value
+
+
 def scrub(obj: dict) -> Tuple[dict, List[dict], List[str]]:
     """`obj` without Secret data, the Secret references it keeps, and the paths of what was dropped.
 
@@ -158,7 +169,7 @@ def scrub(obj: dict) -> Tuple[dict, List[dict], List[str]]:
     policy file): one that held something to drop is written again without it, one that did not keeps its bytes."""
     references: List[dict] = []
     removed: List[str] = []
-    clean = _scrub_value(copy.deepcopy(obj), "", references, removed)
+    clean = _scrub_value(plain_copy(obj), "", references, removed)
     if obj.get("kind") == "ConfigMap" and isinstance(obj.get("data"), dict):
         for key, text in obj["data"].items():
             loaded = _embedded(text) if isinstance(text, str) else None
