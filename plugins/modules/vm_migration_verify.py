@@ -21,7 +21,8 @@ description:
     C(old_launcher_gone) (the old virt-launcher Pod has terminated); with I(require_trigger) also C(trigger).
   - The trigger is C(descheduler) (an evacuation migration while the VMI carried C(kubevirt.io/eviction-source=descheduler), or after
     completion a C(kubevirt-evacuation-*) migration created within seconds of the C(Eviction in background assumed) line for the VM's
-    launcher in the Descheduler Job log), C(drain) (an evacuation from a node that was cordoned, as C(kubectl drain) and
+    launcher in the log of a run the Descheduler CronJob keeps (its C(successfulJobsHistoryLimit), at least the last three)),
+    C(drain) (an evacuation from a node that was cordoned, as C(kubectl drain) and
     M(kubevirt_ops.rebalance.kubevirt_node_drain) leave it, or that has the taint C(kubevirt.io/drain) or C(node.kubernetes.io/unschedulable)),
     C(manual) (not an evacuation), or C(unknown) (an evacuation with none of that evidence left, for example the Descheduler Job deleted
     by its history limit and the node not cordoned), never taken for a drain; C(trigger_reason) says what the trigger rests on.

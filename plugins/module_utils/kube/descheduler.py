@@ -281,13 +281,20 @@ def job_pods(job: dict, pods: List[dict]) -> List[dict]:
     return _oldest_first([p for p in pods if owned_by(p, "Job", job) or labels(p).get("batch.kubernetes.io/job-name") == name])
 
 
+def kept_runs(cronjob: Optional[dict]) -> int:
+    """How many finished runs a CronJob keeps (`successfulJobsHistoryLimit`, Kubernetes' default 3), never fewer than
+    LAST_JOBS: the Pods of those runs, and their logs (the evidence of what each run evicted), stay until then."""
+    limit = ((cronjob or {}).get("spec") or {}).get("successfulJobsHistoryLimit")
+    return max(LAST_JOBS, limit) if isinstance(limit, int) and not isinstance(limit, bool) else LAST_JOBS
+
+
 def workload_pods(kind: Optional[str], workload: Optional[dict], jobs: List[dict], pods: List[dict]) -> List[dict]:
-    """The descheduler's Pods, oldest first: for a CronJob those of its last Jobs (`last_jobs`), for a Deployment those
+    """The descheduler's Pods, oldest first: for a CronJob those of the Jobs it keeps (`kept_runs`), for a Deployment those
     its `selector.matchLabels` select (none without matchLabels)."""
     if workload is None:
         return []
     if kind == "CronJob":
-        owners = {job["name"] for job in last_jobs(jobs, workload)}
+        owners = {job["name"] for job in last_jobs(jobs, workload, kept_runs(workload))}
         mine = [p for p in pods if any(r.get("kind") == "Job" and r.get("name") in owners for r in meta(p).get("ownerReferences") or [])]
     else:
         wanted = (((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {})

@@ -184,6 +184,18 @@ def test_workload_pods_of_the_last_jobs_or_the_deployment_selector():
     assert desched.workload_pods(None, None, jobs, pods) == []
 
 
+def test_a_cronjob_that_keeps_more_runs_has_the_pods_of_all_of_them():
+    jobs = [k8s.job("descheduler-{0}".format(i), "2026-11-30T10:0{0}:00Z".format(i)) for i in range(1, 6)]
+    pods = [pod("descheduler-{0}-x".format(i), "2026-11-30T10:0{0}:01Z".format(i), owner_job="descheduler-{0}".format(i)) for i in range(1, 6)]
+    keeps_five = k8s.cronjob()
+    keeps_five.setdefault("spec", {})["successfulJobsHistoryLimit"] = 5
+    assert desched.kept_runs(keeps_five) == 5 and desched.kept_runs(k8s.cronjob()) == 3
+    assert len(desched.workload_pods("CronJob", keeps_five, jobs, pods)) == 5
+    keeps_one = k8s.cronjob()
+    keeps_one["spec"]["successfulJobsHistoryLimit"] = 1
+    assert desched.kept_runs(keeps_one) == 3   # never fewer than the three last runs read before
+
+
 def test_pod_log_records_carry_the_pod_and_the_year_of_its_start():
     line = 'I0101 00:00:05.000000       1 x.go:1] "Eviction in background assumed" pod="ns/virt-launcher-vm-1-abcde"'
     started = pod("descheduler-1-x", "2026-12-31T23:59:00Z", start="2026-12-31T23:59:50Z")
