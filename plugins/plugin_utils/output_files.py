@@ -141,10 +141,8 @@ def write_file(path: str, content: str, mode: int, force: bool = True, verify: b
     before = _read(path)
     result = {"path": path, "state": "file", "existed": before is not None, "written": False, "changed": False,
               "mode": "{0:04o}".format(mode), "size": len(data)}
-    result["diff"] = {"before_header": path, "after_header": path,
-                      "before": before.decode("utf-8", "replace") if before is not None else "", "after": content}
     if before is not None and not force:
-        result.update(mode=_octal(path), size=len(before), diff={})
+        result.update(mode=_octal(path), size=len(before))
         return result
     if before == data:
         current = _current_mode(path)
@@ -152,9 +150,10 @@ def write_file(path: str, content: str, mode: int, force: bool = True, verify: b
             result.update(changed=True, mode_before="{0:04o}".format(current))
             if not check:
                 _chmod(path, mode)
-        result["diff"] = {}
         return result
-    result.update(changed=True, written=not check)
+    # a diff only for a text that changes: an existing file's text decoded only then
+    result.update(changed=True, written=not check, diff={"before_header": path, "after_header": path, "after": content,
+                                                         "before": before.decode("utf-8", "replace") if before is not None else ""})
     if check:
         return result
     _replace(path, data, mode)
